@@ -1,0 +1,94 @@
+"""Error types of ple4patch, each with the exit code the CLI maps it to.
+
+Every error carries a one-line message that says what was wrong and what the
+user can do next. The CLI prints ``str(error)`` and exits with ``error.exit_code``.
+"""
+
+from __future__ import annotations
+
+# Exit codes (documented in README.md; contracts for scripts and hooks).
+EXIT_OK = 0  # done, or nothing to do
+EXIT_INTERNAL = 1  # a bug in ple4patch: please report it
+EXIT_USAGE = 2  # bad command line (click's own code)
+EXIT_ENGINE_NOT_FOUND = 3  # no venv, no 1cat-vllm, upstream vllm, editable, target missing...
+EXIT_UNPINNED = 4  # as shipped but not in the manifest: review with --dry-run, then --allow-unknown
+EXIT_MODIFIED = 5  # modified or foreign file (matches neither RECORD nor the manifest), backup conflict
+EXIT_LOCK_TIMEOUT = 6  # another ple4patch holds the venv lock
+EXIT_NOT_WRITABLE = 7  # cannot write beside the target (permissions, read-only fs, disk full)
+EXIT_VERIFY_FAILED = 8  # verify: target or backup is not what it must be
+EXIT_SELFTEST_FAILED = 9  # selftest: kernel did not compile or was not bit-exact; torch/triton missing
+EXIT_CHECKPOINT = 10  # inspect: the checkpoint will not load as it is
+
+
+class Ple4Error(Exception):
+    """Base of all errors a user can act on."""
+
+    exit_code = EXIT_INTERNAL
+    kind = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # one line, always
+        return " ".join(self.message.split("\n"))
+
+
+class UsageError(Ple4Error):
+    exit_code = EXIT_USAGE
+    kind = "usage"
+
+
+class EngineNotFound(Ple4Error):
+    exit_code = EXIT_ENGINE_NOT_FOUND
+    kind = "engine_not_found"
+
+
+class UnpinnedFile(Ple4Error):
+    exit_code = EXIT_UNPINNED
+    kind = "unpinned"
+
+
+class ModifiedFile(Ple4Error):
+    exit_code = EXIT_MODIFIED
+    kind = "modified"
+
+
+class LockTimeout(Ple4Error):
+    exit_code = EXIT_LOCK_TIMEOUT
+    kind = "lock_timeout"
+
+
+class NotWritable(Ple4Error):
+    exit_code = EXIT_NOT_WRITABLE
+    kind = "not_writable"
+
+
+class VerifyFailed(Ple4Error):
+    exit_code = EXIT_VERIFY_FAILED
+    kind = "verify_failed"
+
+
+class SelftestFailed(Ple4Error):
+    exit_code = EXIT_SELFTEST_FAILED
+    kind = "selftest_failed"
+
+
+class CheckpointProblem(Ple4Error):
+    exit_code = EXIT_CHECKPOINT
+    kind = "checkpoint"
+
+
+class TransformError(Ple4Error):
+    """A libcst transform could not find its anchor (or found it more than once).
+
+    The target is then something this patch does not know how to change: it is
+    reported as a modified/foreign file and nothing is written.
+    """
+
+    exit_code = EXIT_MODIFIED
+    kind = "transform"
+
+    def __init__(self, anchor: str, detail: str) -> None:
+        super().__init__(f"anchor {anchor!r}: {detail}")
+        self.anchor = anchor
