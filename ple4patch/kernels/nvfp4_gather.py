@@ -1,0 +1,138 @@
+"""Triton gather + decode of NVFP4 row-packed PLE rows (injected verbatim into the engine).
+
+A row of the table is D/2 bytes of E2M1 codes (element 2j in the low nibble of byte j,
+element 2j+1 in the high nibble) followed by D/16 E4M3FN block scales (one per 16 elements):
+90 bytes for D = 160. value = (e2m1 * block_scale) * global_scale in fp32, then a
+round-to-nearest-even cast to the output dtype; every NaN comes out as the canonical quiet
+NaN of the output dtype (fp16 0x7E00, bf16 0x7FC0, fp32 0x7FC00000).
+
+The decode uses integer ops and bitcasts only (no FP8 types: sm_70 has none). Signs are
+applied as bit 31 (``-x`` in Triton is ``0 - x`` and would lose -0.0). The two products are
+separate fp32 multiplies in the reference's order (no add, so nothing to contract).
+
+Rules for this file (its text after the import lines is injected into the engine's
+``ple_layer.py``): it imports only torch, triton and triton.language as tl; every top-level name
+starts with ``_ple4_`` or ``ple4_``; nothing runs at import besides definitions.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+# Output dtype -> (kind code used by the kernel, canonical NaN bit pattern).
+_ple4_OUT_KINDS = {
+    torch.float16: 0,
+    torch.bfloat16: 1,
+    torch.float32: 2,
+}
+
+# Tuning (rows per program, warps). Exactness does not depend on these.
+_ple4_ROWS_PER_PROGRAM = 8
+_ple4_NUM_WARPS = 4
+
+
+@triton.jit
+def _ple4_e2m1_bits(code):
+    """E2M1 code (int32, 0..15) -> the fp32 bit pattern of its value (int32)."""
+    mag = code & 7
+    # mag >= 2: 2^((mag >> 1) - 1) * (1 + (mag & 1) / 2); mag == 1: 0.5; mag == 0: 0.
+    normal = (((mag >> 1) + 126) << 23) | ((mag & 1) << 22)
+    bits = tl.where(mag >= 2, normal, tl.where(mag == 1, 126 << 23, 0))
+    return bits | ((code & 8) << 28)
+
+
+@triton.jit
+def _ple4_e4m3fn_bits(s):
+    """E4M3FN byte (int32, 0..255) -> the fp32 bit pattern of its value (int32)."""
+    e = (s >> 3) & 15
+    m = s & 7
+    normal = ((e + 120) << 23) | (m << 20)
+    # exponent 0: m * 2^-9, normalised: leading bit p of m gives 2^(p - 9), the bits below it
+    # move up to the top of the fp32 mantissa.
+    p = (m >= 2).to(tl.int32) + (m >= 4).to(tl.int32)
+    sub = (((p + 118) << 23) | ((m << (23 - p)) & 0x7FFFFF)) * (m != 0).to(tl.int32)
+    bits = tl.where(e == 0, sub, normal)
+    bits = tl.where((s & 127) == 127, 0x7FC00000, bits)
+    return bits | ((s & 128) << 24)
+
+
+@triton.jit
+def _ple4_nvfp4_gather_kernel(
+    table_ptr,
+    ids_ptr,
+    gscale_ptr,
+    out_ptr,
+    n_rows,
+    DIM: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    ROWS: tl.constexpr,
+    OUT_KIND: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    r = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = r < n_rows
+    # 64-bit row offsets: 80M rows x 90 B is past 2^31.
+    rid = tl.load(ids_ptr + r, mask=rmask, other=0).to(tl.int64)
+    base = rid * ROW_BYTES
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < DIM
+    mask = rmask[:, None] & cmask[None, :]
+    row_ptr = table_ptr + base[:, None]
+    code_byte = tl.load(row_ptr + (cols // 2)[None, :], mask=mask, other=0).to(tl.int32) & 255
+    scale_byte = tl.load(row_ptr + (DIM // 2 + cols // 16)[None, :], mask=mask, other=0).to(tl.int32) & 255
+    code = (code_byte >> ((cols & 1) * 4)[None, :]) & 15
+    a = tl.cast(_ple4_e2m1_bits(code), tl.float32, bitcast=True)
+    s = tl.cast(_ple4_e4m3fn_bits(scale_byte), tl.float32, bitcast=True)
+    g = tl.load(gscale_ptr).to(tl.float32)
+    v = a * s  # exact: 2 x 4 significant bits
+    v = v * g
+    is_nan = v != v
+    out_offs = r[:, None] * DIM + cols[None, :]
+    if OUT_KIND == 2:
+        bits32 = tl.cast(v, tl.int32, bitcast=True)
+        bits32 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7FC00000, tl.int32), bits32)
+        tl.store(out_ptr + out_offs, tl.cast(bits32, tl.float32, bitcast=True), mask=mask)
+    elif OUT_KIND == 1:
+        # fp32 -> bf16 round-to-nearest-even in integers (same on every target and the interpreter).
+        u = tl.cast(v, tl.uint32, bitcast=True)
+        u = (u + (((u >> 16) & 1) + 0x7FFF)) >> 16
+        bits16 = tl.cast(u.to(tl.uint16), tl.int16, bitcast=True)
+        bits16 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7FC0, tl.int16), bits16)
+        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.bfloat16, bitcast=True), mask=mask)
+    else:
+        bits16 = tl.cast(v.to(tl.float16), tl.int16, bitcast=True)
+        bits16 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7E00, tl.int16), bits16)
+        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.float16, bitcast=True), mask=mask)
+
+
+def ple4_nvfp4_gather(table, ids, global_scale, dim, out_dtype=torch.float16, out=None):
+    """Gather rows ``ids`` of the row-packed NVFP4 ``table`` and decode them.
+
+    table: uint8 [R, dim//2 + dim//16] with unit column stride (CUDA tensor, UVA view or pinned
+    CPU tensor; a CPU tensor under TRITON_INTERPRET=1). ids: int64 1-D on the output device.
+    global_scale: float32 1-element tensor on the output device. out: optional contiguous
+    [len(ids), dim] tensor of out_dtype, written in place. Returns the [len(ids), dim] output.
+    """
+    n = ids.shape[0]
+    if out is None:
+        out = torch.empty((n, dim), dtype=out_dtype, device=ids.device)
+    if n == 0:
+        return out
+    rows = _ple4_ROWS_PER_PROGRAM
+    grid = (triton.cdiv(n, rows),)
+    _ple4_nvfp4_gather_kernel[grid](
+        table,
+        ids,
+        global_scale,
+        out,
+        n,
+        DIM=dim,
+        ROW_BYTES=table.stride(0),
+        BLOCK_D=triton.next_power_of_2(dim),
+        ROWS=rows,
+        OUT_KIND=_ple4_OUT_KINDS[out.dtype],
+        num_warps=_ple4_NUM_WARPS,
+    )
+    return out
