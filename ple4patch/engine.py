@@ -1,0 +1,355 @@
+"""Find the installed 1Cat-vLLM engine in a venv, without importing it.
+
+The engine needs CUDA to import, so everything here reads files only: the
+venv's site-packages, the `1cat-vllm` dist-info (METADATA, RECORD,
+direct_url.json) and the target file's path. Every refusal is an
+`EngineNotFound` with a one-line message and a short machine-readable
+`reason` attribute (see `REASONS`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import EngineNotFound
+
+DIST_NAME = "1cat-vllm"  # canonical (PEP 503) name of the fork's distribution
+UPSTREAM_NAME = "vllm"  # upstream vLLM: same import package, not patchable
+TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
+
+# Machine-readable reasons for EngineNotFound (tests and --json read them).
+REASONS = (
+    "no_venv",  # the venv path does not exist / is not a Python prefix
+    "no_site_packages",  # no lib/pythonX.Y/site-packages in it
+    "ambiguous_site_packages",  # the engine (or vllm) is in more than one site-packages
+    "not_installed",  # neither 1cat-vllm nor vllm is installed
+    "upstream_vllm",  # upstream vllm instead of the fork
+    "both_installed",  # 1cat-vllm and vllm side by side
+    "several_dist_infos",  # two 1cat-vllm dist-infos in one site-packages
+    "editable",  # editable / development install
+    "legacy_install",  # egg-info install without a RECORD
+    "bad_record",  # RECORD missing or unreadable
+    "target_missing",  # the target file is absent
+)
+
+
+def _refuse(reason: str, message: str) -> EngineNotFound:
+    assert reason in REASONS, reason
+    err = EngineNotFound(message)
+    err.reason = reason  # type: ignore[attr-defined]
+    return err
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What was found in the venv. `target` may not exist (see `require_target`)."""
+
+    venv: Path
+    site_packages: Path
+    dist_info: Path
+    version: str  # as written in METADATA
+    target: Path
+    record_sha256: str | None  # hex sha256 RECORD lists for the target, None if not listed
+    record_size: int | None
+    record_listed: bool = True  # RECORD has a row for the target (hash or not)
+
+    @property
+    def parsed_version(self) -> Version | None:
+        try:
+            return Version(self.version)
+        except InvalidVersion:
+            return None
+
+    @property
+    def target_dir(self) -> Path:
+        return self.target.parent
+
+    def require_target(self) -> None:
+        """Raise EngineNotFound unless the target file exists."""
+        if self.target.is_file() or self.target.is_symlink():
+            return
+        if not self.record_listed:
+            raise _refuse(
+                "target_missing",
+                f"1cat-vllm {self.version} in {self.venv} has no {TARGET_REL} (its RECORD does "
+                f"not list it): this engine version has no Qwen4Exp PLE layer to patch",
+            )
+        raise _refuse(
+            "target_missing",
+            f"{self.target} is listed in the RECORD of 1cat-vllm {self.version} but is gone: "
+            f"reinstall the engine (pip install --force-reinstall --no-deps 1cat-vllm=={self.version})",
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "venv": str(self.venv),
+            "site_packages": str(self.site_packages),
+            "dist_info": str(self.dist_info),
+            "distribution": DIST_NAME,
+            "version": self.version,
+            "target": str(self.target),
+        }
+
+
+def default_venv() -> Path:
+    """`$VIRTUAL_ENV` if set, else the running interpreter's prefix."""
+    env = os.environ.get("VIRTUAL_ENV")
+    return Path(env) if env else Path(sys.prefix)
+
+
+def record_hash_to_hex(value: str) -> str | None:
+    """`sha256=<urlsafe-b64, no padding>` (RECORD format) -> hex digest, or None."""
+    algo, _, b64 = value.partition("=")
+    if algo != "sha256" or not b64:
+        return None
+    try:
+        digest = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return digest.hex() if len(digest) == 32 else None
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def find_engine(venv: str | os.PathLike | None = None) -> Engine:
+    """Locate 1cat-vllm and its target in `venv` (default: `default_venv()`)."""
+    venv_path = Path(venv) if venv is not None else default_venv()
+    venv_path = Path(os.path.abspath(venv_path))
+    if not venv_path.is_dir():
+        raise _refuse("no_venv", f"no such venv: {venv_path} is not a directory")
+    candidates = _site_packages_dirs(venv_path)
+    if not candidates:
+        raise _refuse(
+            "no_site_packages",
+            f"{venv_path} is not a Python venv: no lib/pythonX.Y/site-packages in it "
+            f"(pass the venv's root directory, the one holding bin/python)",
+        )
+    site = _choose_site_packages(venv_path, candidates)
+    return _find_in_site(venv_path, site)
+
+
+def _site_packages_dirs(venv: Path) -> list[Path]:
+    found: dict[str, Path] = {}
+    for lib in ("lib", "lib64"):
+        base = venv / lib
+        if not base.is_dir():
+            continue
+        for sub in sorted(base.glob("python3*/site-packages")):
+            if sub.is_dir():
+                found.setdefault(os.path.realpath(sub), sub)
+    return list(found.values())
+
+
+def _engine_like(site: Path) -> bool:
+    for entry in _listdir(site):
+        name = _dist_name_of(entry)
+        if name in (DIST_NAME, UPSTREAM_NAME) or _editable_marker_name(entry) == DIST_NAME:
+            return True
+    return False
+
+
+def _choose_site_packages(venv: Path, candidates: list[Path]) -> Path:
+    if len(candidates) == 1:
+        return candidates[0]
+    with_engine = [c for c in candidates if _engine_like(c)]
+    if len(with_engine) == 1:
+        return with_engine[0]
+    if len(with_engine) > 1:
+        listing = ", ".join(str(c) for c in with_engine)
+        raise _refuse(
+            "ambiguous_site_packages",
+            f"ambiguous site-packages in {venv}: vllm/1cat-vllm is installed in several ({listing}); "
+            f"remove the stale one or pass a venv with one Python",
+        )
+    # No engine anywhere: report against the venv's own Python if pyvenv.cfg says which.
+    version = _pyvenv_python(venv)
+    for c in candidates:
+        if version and c.parent.name == f"python{version}":
+            return c
+    return candidates[0]
+
+
+def _pyvenv_python(venv: Path) -> str | None:
+    try:
+        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^\s*(?:version|version_info)\s*=\s*(\d+)\.(\d+)", text, re.MULTILINE)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _dist_name_of(entry: str) -> str | None:
+    """Canonical project name of a `<name>-<ver>.dist-info` entry (None otherwise)."""
+    if not entry.endswith(".dist-info"):
+        return None
+    stem = entry[: -len(".dist-info")]
+    name, sep, _ver = stem.partition("-")
+    return canonicalize_name(name) if sep else None
+
+
+def _egg_info_name(entry: str) -> str | None:
+    if not entry.endswith(".egg-info"):
+        return None
+    return canonicalize_name(entry[: -len(".egg-info")].partition("-")[0])
+
+
+_EDITABLE_PREFIXES = ("__editable__.", "__editable___")
+
+
+def _editable_marker_name(entry: str) -> str | None:
+    """Canonical project name of an editable-install artefact in site-packages, else None.
+
+    Covers PEP 660 editables (`__editable__.<name>-<ver>.pth`,
+    `__editable___<name>_<ver>_finder.py`) and legacy `<name>.egg-link`.
+    """
+    if entry.endswith(".egg-link"):
+        return canonicalize_name(entry[: -len(".egg-link")])
+    if entry.startswith("__editable__.") and entry.endswith(".pth"):
+        return canonicalize_name(entry[len("__editable__.") : -len(".pth")].partition("-")[0])
+    if entry.startswith("__editable___") and entry.endswith("_finder.py"):
+        core = entry[len("__editable___") : -len("_finder.py")]
+        # <name>_<version with _>: the name is the part before the first `_<digit>`
+        m = re.match(r"(.+?)_\d", core)
+        return canonicalize_name(m.group(1) if m else core)
+    return None
+
+
+def _find_in_site(venv: Path, site: Path) -> Engine:
+    entries = _listdir(site)
+    ours = [e for e in entries if _dist_name_of(e) == DIST_NAME]
+    upstream = [e for e in entries if _dist_name_of(e) == UPSTREAM_NAME]
+    editable_markers = [e for e in entries if _editable_marker_name(e) == DIST_NAME]
+    eggs = [e for e in entries if _egg_info_name(e) == DIST_NAME]
+
+    if ours and upstream:
+        raise _refuse(
+            "both_installed",
+            f"both 1cat-vllm ({ours[0]}) and upstream vllm ({upstream[0]}) are installed in {site}: "
+            f"they share the `vllm` package; uninstall both and reinstall 1cat-vllm",
+        )
+    if not ours:
+        if upstream:
+            raise _refuse(
+                "upstream_vllm",
+                f"{site} has upstream vllm ({upstream[0]}), not the 1Cat-vLLM fork: ple4patch patches "
+                f"only 1cat-vllm (pip install 1cat-vllm)",
+            )
+        if editable_markers:
+            raise _refuse(
+                "editable",
+                f"1cat-vllm is an editable install in {site} ({editable_markers[0]}): patch the "
+                f"source checkout yourself or install a wheel",
+            )
+        if eggs:
+            raise _refuse(
+                "legacy_install",
+                f"1cat-vllm in {site} is a legacy egg-info install without a RECORD ({eggs[0]}): "
+                f"reinstall it with pip from a wheel",
+            )
+        raise _refuse(
+            "not_installed",
+            f"no engine: 1cat-vllm is not installed in {venv} (looked in {site}); pass the engine's "
+            f"venv (ple4patch apply /path/to/venv) or activate it",
+        )
+    if len(ours) > 1:
+        raise _refuse(
+            "several_dist_infos",
+            f"several 1cat-vllm dist-infos in {site} ({', '.join(ours)}): a broken install; "
+            f"reinstall the engine (pip install --force-reinstall --no-deps 1cat-vllm)",
+        )
+
+    dist_info = site / ours[0]
+    version = _metadata_version(dist_info) or ours[0][: -len(".dist-info")].partition("-")[2]
+    if _is_editable(dist_info):
+        raise _refuse(
+            "editable",
+            f"1cat-vllm {version} in {site} is an editable install (direct_url.json says "
+            f"editable): patch the source checkout yourself or install a wheel",
+        )
+    record = _read_record(dist_info)
+    row = record.get(TARGET_REL)
+    if row is None and editable_markers:
+        raise _refuse(
+            "editable",
+            f"1cat-vllm {version} in {site} is an editable install ({editable_markers[0]}, the "
+            f"RECORD lists no {TARGET_REL}): patch the source checkout yourself or install a wheel",
+        )
+    record_sha, record_size = row if row else (None, None)
+    return Engine(
+        venv=venv,
+        site_packages=site,
+        dist_info=dist_info,
+        version=version,
+        target=site / TARGET_REL,
+        record_sha256=record_sha,
+        record_size=record_size,
+        record_listed=row is not None,
+    )
+
+
+def _metadata_version(dist_info: Path) -> str | None:
+    try:
+        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # end of the headers
+                key, _, value = line.partition(":")
+                if key.strip().lower() == "version":
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _is_editable(dist_info: Path) -> bool:
+    try:
+        data = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    dir_info = data.get("dir_info") if isinstance(data, dict) else None
+    return bool(isinstance(dir_info, dict) and dir_info.get("editable"))
+
+
+def _read_record(dist_info: Path) -> dict[str, tuple[str | None, int | None]]:
+    """RECORD as {normalised relative path: (hex sha256 or None, size or None)}."""
+    try:
+        text = (dist_info / "RECORD").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _refuse(
+            "bad_record",
+            f"cannot read {dist_info / 'RECORD'} ({exc.strerror or exc}): a broken install; "
+            f"reinstall the engine with pip",
+        ) from None
+    rows: dict[str, tuple[str | None, int | None]] = {}
+    for fields in csv.reader(io.StringIO(text)):
+        if not fields:
+            continue
+        path = os.path.normpath(fields[0].replace("\\", "/")).replace(os.sep, "/")
+        digest = record_hash_to_hex(fields[1]) if len(fields) > 1 and fields[1] else None
+        size: int | None = None
+        if len(fields) > 2 and fields[2].strip().isdigit():
+            size = int(fields[2])
+        rows[path] = (digest, size)
+    return rows

@@ -1,0 +1,252 @@
+"""Decide what the target is from three hashes, plus the state of its backup.
+
+The three hashes: what the engine's RECORD says was shipped, the manifest's
+pristine pins and its patched pins (the venv's local pins count as manifest).
+No libcst, no torch: `status` runs this.
+
+=============== ==========================================================
+state           meaning
+=============== ==========================================================
+pristine        a pinned pristine file (shipped manifest or local pin)
+patched         the exact output of the current patch id for a pinned file
+patched_older   patched by an older patch id (its sentinel or history says)
+unpinned        as shipped (matches RECORD) but not pinned: review + opt in
+modified        matches neither RECORD nor any pin: foreign or hand-edited
+missing         the target file is absent
+not_installed   no usable engine in the venv (engine.find_engine refused)
+=============== ==========================================================
+
+Backup (`<target>.bak-pre-ple4`): absent; present (the pristine bytes the
+current file derives from, or the current file itself); stale (a known pristine
+file of another version or build); corrupt (not a regular file, unreadable, or
+bytes that match nothing known).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .engine import Engine, sha256_hex
+from .manifest import Manifest, Pin
+from .sentinel import PATCH_ID, find_patch_id
+
+BACKUP_SUFFIX = ".bak-pre-ple4"
+STALE_SUFFIX = ".stale-"  # set-aside backups: <target>.bak-pre-ple4.stale-<sha12>
+TEMP_PREFIX = ".ple4patch-tmp-"
+
+
+class State(str, enum.Enum):
+    PRISTINE = "pristine"
+    PATCHED = "patched"
+    PATCHED_OLDER = "patched_older"
+    UNPINNED = "unpinned"
+    MODIFIED = "modified"
+    MISSING = "missing"
+    NOT_INSTALLED = "not_installed"
+
+
+class BackupState(str, enum.Enum):
+    ABSENT = "absent"
+    PRESENT = "present"
+    STALE = "stale"
+    CORRUPT = "corrupt"
+
+
+def backup_path(target: Path) -> Path:
+    return target.with_name(target.name + BACKUP_SUFFIX)
+
+
+def set_aside_backups(target: Path) -> list[Path]:
+    """Backups earlier runs set aside (stale ones); never restored."""
+    prefix = target.name + BACKUP_SUFFIX + STALE_SUFFIX
+    try:
+        names = sorted(os.listdir(target.parent))
+    except OSError:
+        return []
+    return [target.parent / n for n in names if n.startswith(prefix)]
+
+
+def temp_leftovers(target: Path) -> list[Path]:
+    """Temp files a killed apply/revert left beside the target."""
+    try:
+        names = sorted(os.listdir(target.parent))
+    except OSError:
+        return []
+    return [target.parent / n for n in names if n.startswith(TEMP_PREFIX)]
+
+
+@dataclass(frozen=True)
+class Classified:
+    state: State
+    pin: Pin | None  # the pin the bytes were recognised by
+    patch_id: str | None  # the patch id the file carries (None: unpatched)
+    pristine_sha256: str | None  # the pristine bytes this file derives from, when known
+
+
+def classify(
+    current_sha: str | None,
+    current_patch_id: str | None,
+    record_sha: str | None,
+    manifest: Manifest,
+) -> Classified:
+    """The state of a target from its hash, its sentinel, RECORD and the pins."""
+    if current_sha is None:
+        return Classified(State.MISSING, None, None, record_sha)
+    pin = manifest.by_patched(current_sha)
+    if pin is not None:
+        state = State.PATCHED if pin.patch_id == PATCH_ID else State.PATCHED_OLDER
+        return Classified(state, pin, pin.patch_id, pin.pristine_sha256)
+    older = manifest.by_older_patched(current_sha)
+    if older is not None:
+        pin, patch_id = older
+        return Classified(State.PATCHED_OLDER, pin, patch_id, pin.pristine_sha256)
+    pin = manifest.by_pristine(current_sha)
+    if pin is not None:
+        return Classified(State.PRISTINE, pin, None, current_sha)
+    if current_patch_id is not None and current_patch_id != PATCH_ID:
+        # patched by an older ple4patch whose pin we no longer know: the install's
+        # own RECORD is the best guess of what it was made from
+        return Classified(State.PATCHED_OLDER, None, current_patch_id, record_sha)
+    if current_patch_id is None and record_sha is not None and current_sha == record_sha:
+        return Classified(State.UNPINNED, None, None, current_sha)
+    return Classified(State.MODIFIED, None, current_patch_id, record_sha)
+
+
+def classify_backup(
+    backup_sha: str | None,
+    *,
+    exists: bool,
+    regular: bool,
+    expected_pristine: str | None,
+    record_sha: str | None,
+    manifest: Manifest,
+) -> BackupState:
+    if not exists:
+        return BackupState.ABSENT
+    if not regular or backup_sha is None:
+        return BackupState.CORRUPT
+    if expected_pristine is not None and backup_sha == expected_pristine:
+        return BackupState.PRESENT
+    if manifest.known_pristine(backup_sha) or (record_sha is not None and backup_sha == record_sha):
+        return BackupState.STALE
+    return BackupState.CORRUPT
+
+
+@dataclass
+class Assessment:
+    engine: Engine
+    state: State
+    pin: Pin | None
+    patch_id: str | None
+    pristine_sha256: str | None
+    current_sha256: str | None
+    current_bytes: bytes | None
+    backup: BackupState
+    backup_sha256: str | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def target(self) -> Path:
+        return self.engine.target
+
+    @property
+    def backup_path(self) -> Path:
+        return backup_path(self.engine.target)
+
+    @property
+    def record_sha256(self) -> str | None:
+        return self.engine.record_sha256
+
+    def hashes(self) -> dict:
+        return {
+            "current": self.current_sha256,
+            "record": self.record_sha256,
+            "pinned_pristine": self.pin.pristine_sha256 if self.pin else None,
+            "pinned_patched": self.pin.patched_sha256 if self.pin else None,
+            "backup": self.backup_sha256,
+        }
+
+
+def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
+    """(exists, is a regular non-symlink file, bytes or None if unreadable)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False, False, None
+    except OSError:
+        return True, False, None
+    if not stat.S_ISREG(st.st_mode):
+        return True, False, None
+    try:
+        with open(path, "rb") as fh:
+            return True, True, fh.read()
+    except OSError:
+        return True, True, None
+
+
+def assess(engine: Engine, manifest: Manifest) -> Assessment:
+    """Read the target and its backup and classify both. `manifest` should include local pins."""
+    notes: list[str] = []
+    target = engine.target
+    current: bytes | None = None
+    if target.is_symlink():
+        notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
+    try:
+        with open(target, "rb") as fh:
+            current = fh.read()
+    except FileNotFoundError:
+        current = None
+    except OSError as exc:
+        notes.append(f"cannot read the target: {exc.strerror or exc}")
+        current = None
+    current_sha = sha256_hex(current) if current is not None else None
+    patch_id = None
+    if current is not None:
+        patch_id = find_patch_id(current.decode("utf-8", errors="replace"))
+    c = classify(current_sha, patch_id, engine.record_sha256, manifest)
+
+    b_exists, b_regular, b_bytes = _read_regular(backup_path(target))
+    b_sha = sha256_hex(b_bytes) if b_bytes is not None else None
+    b_state = classify_backup(
+        b_sha,
+        exists=b_exists,
+        regular=b_regular,
+        expected_pristine=c.pristine_sha256,
+        record_sha=engine.record_sha256,
+        manifest=manifest,
+    )
+
+    if c.pin is not None:
+        in_range = c.pin.version_matches(engine.version)
+        if in_range is False:
+            notes.append(
+                f"1cat-vllm {engine.version} is outside the pin's range {c.pin.engine_versions!r}; "
+                f"the file is recognised by its sha256 anyway"
+            )
+    if engine.record_sha256 is None and current is not None:
+        notes.append("the engine's RECORD lists no sha256 for the target")
+    if c.state is State.PATCHED and c.pristine_sha256 is not None and engine.record_sha256 not in (
+        None,
+        c.pristine_sha256,
+    ):
+        notes.append("the pristine file this patch was made from differs from the one RECORD lists")
+    for p in set_aside_backups(target):
+        notes.append(f"a stale backup was set aside earlier: {p.name} (`revert --clean` removes it)")
+    for p in temp_leftovers(target):
+        notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+    return Assessment(
+        engine=engine,
+        state=c.state,
+        pin=c.pin,
+        patch_id=c.patch_id,
+        pristine_sha256=c.pristine_sha256,
+        current_sha256=current_sha,
+        current_bytes=current,
+        backup=b_state,
+        backup_sha256=b_sha,
+        notes=notes,
+    )
