@@ -1,0 +1,136 @@
+"""The `ple4patch` command line: a thin layer over `ple4patch.actions`.
+
+Each command parses its options, calls one action, prints text (or one JSON
+object with `--json`) and exits with the action's code; a `Ple4Error` exits
+with its own code, anything unexpected with EXIT_INTERNAL and a request to
+report it. To add a command::
+
+    @main.command()
+    @venv_argument
+    @json_option
+    def mycommand(venv, as_json):
+        \"\"\"One line of help.\"\"\"
+        run_action("mycommand", as_json, lambda: actions.mycommand(venv))
+
+Shell completion (click): `eval "$(_PLE4PATCH_COMPLETE=bash_source ple4patch)"`
+(zsh: `zsh_source`, fish: `fish_source`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Callable
+
+import click
+
+from . import __version__, actions
+from .errors import EXIT_INTERNAL, Ple4Error
+
+DEBUG_ENV = "PLE4PATCH_DEBUG"
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object (with schema_version) instead of text."
+)
+venv_argument = click.argument("venv", required=False, metavar="[VENV]")
+
+
+def _emit_json(obj: dict) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def run_action(command: str, as_json: bool, thunk: Callable[[], "actions.Result"]) -> None:
+    """Call `thunk`, print its Result (text or JSON) and exit with its code."""
+    try:
+        result = thunk()
+    except Ple4Error as err:
+        if as_json:
+            _emit_json(actions.error_json(command, err))
+        else:
+            click.echo(f"ple4patch {command}: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except Exception as exc:  # a bug: say so, ask for a report
+        msg = (
+            f"internal error in ple4patch {__version__} ({type(exc).__name__}: {exc}); nothing more "
+            f"was written. Please report it with the output of `ple4patch status --json` "
+            f"(set {DEBUG_ENV}=1 for a traceback)"
+        )
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        if as_json:
+            _emit_json(
+                {
+                    "schema_version": actions.JSON_SCHEMA_VERSION,
+                    "command": command,
+                    "ok": False,
+                    "exit_code": EXIT_INTERNAL,
+                    "error": {"kind": "internal", "message": msg},
+                }
+            )
+        else:
+            click.echo(f"ple4patch {command}: {msg}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        if result.output:
+            click.echo(result.output, nl=False)
+        click.echo(result.message)
+    sys.exit(result.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ple4patch")
+def main() -> None:
+    """Patch an installed 1Cat-vLLM to read the NVFP4 row-packed PLE table (V100).
+
+    VENV is the engine's virtual environment (default: $VIRTUAL_ENV, else the
+    prefix of the Python running ple4patch). Exit codes: 0 done or nothing to
+    do, 1 internal error, 2 usage, 3 engine not found, 4 unpinned file,
+    5 modified/foreign file, 6 lock timeout, 7 not writable, 8 verify failed.
+    """
+
+
+@main.command()
+@venv_argument
+@click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
+@click.option(
+    "--allow-unknown",
+    is_flag=True,
+    help="Patch a file that is as shipped (matches RECORD) but not pinned; records a local pin.",
+)
+@json_option
+def apply(venv: str | None, dry_run: bool, allow_unknown: bool, as_json: bool) -> None:
+    """Patch the engine's ple_layer.py (idempotent; writes a .bak-pre-ple4 backup)."""
+    run_action("apply", as_json, lambda: actions.apply(venv, dry_run=dry_run, allow_unknown=allow_unknown))
+
+
+@main.command()
+@venv_argument
+@json_option
+def status(venv: str | None, as_json: bool) -> None:
+    """Show the state, engine version, hashes and backup (fast; imports no engine)."""
+    run_action("status", as_json, lambda: actions.status(venv))
+
+
+@main.command()
+@venv_argument
+@json_option
+def verify(venv: str | None, as_json: bool) -> None:
+    """Exit 0 only if the target is the exact patched output and the backup restores it."""
+    run_action("verify", as_json, lambda: actions.verify(venv))
+
+
+@main.command()
+@venv_argument
+@click.option("--clean", is_flag=True, help="Also remove a stale backup left by another engine version.")
+@json_option
+def revert(venv: str | None, clean: bool, as_json: bool) -> None:
+    """Restore the pristine file from the backup and remove the backup."""
+    run_action("revert", as_json, lambda: actions.revert(venv, clean=clean))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(prog_name="ple4patch")

@@ -1,0 +1,243 @@
+"""Safe writes beside the target: lock, backup, atomic replace, bytecode clean-up.
+
+Every write goes to a temp file in the same directory, is fsync'ed, takes the
+mode of the file it replaces, and lands with `os.replace` followed by an fsync
+of the directory: at every instant a path holds either its old or its new
+bytes. Writes never follow a symlinked target, and a hard-linked target gets a
+new inode (the other links keep their bytes).
+
+Test-only fault points: with `PLE4PATCH_FAULT=<point>` the process SIGKILLs
+itself when it reaches that point (see `FAULT_POINTS`); the reliability tests
+use them to kill apply/revert after each writing step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import signal
+import stat
+import time
+from pathlib import Path
+from typing import Iterator
+
+from .errors import LockTimeout, ModifiedFile, NotWritable
+from .state import TEMP_PREFIX  # one name for the temp files, shared with status
+
+LOCK_NAME = ".ple4patch.lock"
+LOCK_TIMEOUT_ENV = "PLE4PATCH_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 30.0
+FAULT_ENV = "PLE4PATCH_FAULT"
+FAULT_POINTS = (
+    "after-lock",  # the lock is held, nothing written yet
+    "after-backup",  # apply: the backup is in place, the target untouched
+    "after-pins",  # apply --allow-unknown: the local pins are written
+    "after-temp",  # the new target bytes are in a fsync'ed temp file, not yet renamed
+    "after-replace",  # the target holds its new bytes (backup not yet removed on revert)
+    "after-pycache",  # stale bytecode removed; the command is about to finish
+)
+
+
+def fault(point: str) -> None:
+    """SIGKILL this process if $PLE4PATCH_FAULT names `point` (tests only)."""
+    assert point in FAULT_POINTS, point
+    if os.environ.get(FAULT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _not_writable(path: Path, exc: OSError, doing: str) -> NotWritable:
+    reason = exc.strerror or str(exc)
+    hint = {
+        errno.EACCES: "run as the venv's owner (or with sudo)",
+        errno.EPERM: "run as the venv's owner (or with sudo)",
+        errno.EROFS: "the file system is read-only: patch the image at build time",
+        errno.ENOSPC: "free some disk space",
+    }.get(exc.errno or 0, "check the venv's permissions and disk")
+    return NotWritable(f"cannot {doing} {path}: {reason}; {hint}")
+
+
+def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
+    value = os.environ.get(LOCK_TIMEOUT_ENV)
+    if not value:
+        return default
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return default
+
+
+@contextlib.contextmanager
+def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
+    """Hold an exclusive fcntl lock on `<directory>/.ple4patch.lock`.
+
+    The lock file is left in place (unlinking lock files races); the lock dies
+    with the process, so a killed run never leaves the venv locked.
+    """
+    timeout = lock_timeout_from_env() if timeout is None else timeout
+    path = directory / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise _not_writable(path, exc, "create the lock file") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"another ple4patch holds {path} (waited {timeout:g} s): wait for it to "
+                        f"finish, or raise ${LOCK_TIMEOUT_ENV}"
+                    ) from None
+                time.sleep(0.05)
+        fault("after-lock")
+        yield path
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def refuse_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise ModifiedFile(
+            f"{path} is a symlink (to {os.readlink(path)}): ple4patch does not write through "
+            f"symlinks; install the engine normally (pip install --force-reinstall --no-deps 1cat-vllm)"
+        )
+
+
+def atomic_write(
+    path: Path, data: bytes, *, mode: int | None = None, like: Path | None = None, fault_temp: bool = False
+) -> None:
+    """Write `data` to `path` through a fsync'ed temp file and `os.replace`.
+
+    `mode`: the permission bits of the result; default those of `like` (or of
+    `path` if it exists), else 0o644. Owner/group are copied when possible.
+    `fault_temp`: hit the `after-temp` fault point before the rename.
+    """
+    refuse_symlink(path)
+    directory = path.parent
+    ref = like if like is not None else path
+    st = None
+    with contextlib.suppress(FileNotFoundError):
+        st = os.stat(ref, follow_symlinks=False)
+    if mode is None:
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+    tmp = directory / f"{TEMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            if st is not None and os.geteuid() == 0:
+                with contextlib.suppress(OSError):
+                    os.fchown(fd, st.st_uid, st.st_gid)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if fault_temp:
+            fault("after-temp")
+        os.replace(tmp, path)
+        fsync_dir(directory)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _not_writable(path, exc, "write") from None
+
+
+def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
+    """Make `backup` hold `data`. Returns False when it already did.
+
+    Never overwrites a backup with different content: the caller sets such a
+    backup aside first (`set_aside`), or this raises ModifiedFile.
+    """
+    refuse_symlink(backup)
+    try:
+        with open(backup, "rb") as fh:
+            have = fh.read()
+    except FileNotFoundError:
+        have = None
+    except OSError as exc:
+        raise _not_writable(backup, exc, "read") from None
+    if have == data:
+        return False
+    if have is not None:
+        raise ModifiedFile(
+            f"{backup} exists with other bytes; it is not overwritten: move it away or run "
+            f"`ple4patch revert --clean`"
+        )
+    atomic_write(backup, data, like=like)
+    return True
+
+
+def set_aside(path: Path, sha256: str | None) -> Path:
+    """Rename a stale/corrupt backup to `<path>.stale-<sha12>` so it is never restored."""
+    tag = (sha256 or "unreadable")[:12]
+    dest = path.with_name(f"{path.name}.stale-{tag}")
+    n = 1
+    while dest.exists() or dest.is_symlink():
+        dest = path.with_name(f"{path.name}.stale-{tag}-{n}")
+        n += 1
+    try:
+        os.rename(path, dest)
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise _not_writable(path, exc, "set aside") from None
+    return dest
+
+
+def remove(path: Path) -> bool:
+    """Unlink `path` (no error if absent) and fsync its directory."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise _not_writable(path, exc, "remove") from None
+    fsync_dir(path.parent)
+    return True
+
+
+def remove_temp_leftovers(paths: list[Path]) -> list[Path]:
+    removed = []
+    for p in paths:
+        if remove(p):
+            removed.append(p)
+    return removed
+
+
+def clean_pycache(target: Path) -> list[Path]:
+    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode)."""
+    cache = target.parent / "__pycache__"
+    removed = []
+    for pyc in sorted(cache.glob(f"{target.stem}.*.pyc")):
+        try:
+            os.unlink(pyc)
+            removed.append(pyc)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _not_writable(pyc, exc, "remove") from None
+    return removed
+
+
+def check_writable(directory: Path) -> None:
+    """Fail early (before the lock) when the target's directory cannot take new files."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise NotWritable(
+            f"cannot write in {directory}: permission denied; run as the venv's owner (or with sudo)"
+        )
