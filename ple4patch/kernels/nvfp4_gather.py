@@ -120,19 +120,22 @@ def ple4_nvfp4_gather(table, ids, global_scale, dim, out_dtype=torch.float16, ou
         out = torch.empty((n, dim), dtype=out_dtype, device=ids.device)
     if n == 0:
         return out
-    rows = _ple4_ROWS_PER_PROGRAM
-    grid = (triton.cdiv(n, rows),)
-    _ple4_nvfp4_gather_kernel[grid](
-        table,
-        ids,
-        global_scale,
-        out,
-        n,
-        DIM=dim,
-        ROW_BYTES=table.stride(0),
-        BLOCK_D=triton.next_power_of_2(dim),
-        ROWS=rows,
-        OUT_KIND=_ple4_OUT_KINDS[out.dtype],
-        num_warps=_ple4_NUM_WARPS,
-    )
+    p = _ple4_launch_params(dim, _ple4_OUT_KINDS[out.dtype], table.stride(0))
+    grid = (triton.cdiv(n, p["constexprs"]["ROWS"]),)
+    _ple4_nvfp4_gather_kernel[grid](table, ids, global_scale, out, n, **p["options"], **p["constexprs"])
     return out
+
+
+def _ple4_launch_params(dim, out_kind, row_bytes=None):
+    """Compile-time arguments and warps of a launch (shared with ahead-of-time compiles)."""
+    return {
+        "constexprs": {
+            "DIM": dim,
+            "ROW_BYTES": dim // 2 + dim // 16 if row_bytes is None else row_bytes,
+            "BLOCK_D": triton.next_power_of_2(dim),
+            "ROWS": _ple4_ROWS_PER_PROGRAM,
+            "OUT_KIND": out_kind,
+        },
+        # No FP contraction: the reference's two multiplies must stay two roundings.
+        "options": {"num_warps": _ple4_NUM_WARPS, "enable_fp_fusion": False},
+    }
