@@ -1,0 +1,590 @@
+"""NVFP4 row-packed PLE table for Qwen4Exp's n-gram embedding (injected verbatim into the engine).
+
+With ``ple_embedding_dtype: "nvfp4_rowpacked"`` in the model config, ``Qwen4ExpNGramEmbedding``
+builds a ``Ple4NvFp4PinnedEmbedding``: its tensor-parallel shard of the table stays as uint8 rows
+of D/2 E2M1 code bytes followed by D/16 E4M3 block scales (90 B for D = 160) in pinned host
+memory, plus one FP32 global scale. Lookups run the Triton gather (``ple4_nvfp4_gather``) through
+the custom op ``vllm::ple4_nvfp4_pinned_gather``, which resolves the table by layer name at run
+time, so no compiled graph holds the table's address. The UVA view is made in
+``process_weights_after_loading``, before CUDA-graph capture. The output is in the model dtype,
+so the PLE layer passes it through unchanged. The base ``VocabParallelEmbedding.forward`` keeps
+the tensor-parallel masking and all-reduce.
+
+Checkpoint tensors (names relative to the n-gram embedding module):
+- ``ngram_embedding.shard_<i>.weight`` uint8 [rows_i, D/2 + D/16] (row-packed), or NVIDIA's split
+  layout ``shard_<i>.weight`` uint8 [rows_i, D/2] with ``shard_<i>.weight_scale`` E4M3 (or uint8)
+  [rows_i, D/16], in any order: both are copied into the code/scale columns of the same rows;
+- the global scale as ``ngram_embedding.weight_scale_2`` F32 [1] or as one
+  ``shard_<i>.weight_scale_2`` per shard (all equal).
+Checkpoint shard i covers rows [i * shard_size, ...) with shard_size =
+ceil(org_vocab_size / split_ngram_parts); only the rows of this rank's range are kept.
+
+Rules for this file (its text after the import lines is injected into ``ple_layer.py``): it
+imports only names that ``ple_layer.py`` imports (or that ple4patch's import transform adds),
+and the gather from ``nvfp4_gather`` (injected beside it); every top-level name starts with
+``_ple4_``, ``ple4_`` or ``Ple4``. Engine helpers that only some releases have are looked up at
+run time (``_ple4_engine_helper``).
+"""
+
+import functools
+import inspect
+import math
+from collections.abc import Iterable
+
+import torch
+
+import vllm.envs as envs
+from vllm.config import get_current_vllm_config
+from vllm.logger import init_logger
+from vllm.model_executor.layers.ple_offload_layer import is_offload_process
+from vllm.model_executor.layers.quantization.base_config import QuantizeMethodBase
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+from vllm.utils.platform_utils import is_pin_memory_available
+from vllm.utils.torch_utils import (
+    direct_register_custom_op,
+    get_accelerator_view_from_cpu_tensor,
+)
+
+from ple4patch.kernels.nvfp4_gather import ple4_nvfp4_gather
+
+_ple4_logger = init_logger(__name__)
+
+_ple4_NVFP4_DTYPE = "nvfp4_rowpacked"
+_ple4_TABLE_PREFIX = "ngram_embedding."
+_ple4_SHARD_PREFIX = "ngram_embedding.shard_"
+_ple4_GLOBAL_SCALE_NAME = "ngram_embedding.weight_scale_2"
+_ple4_MAX_LISTED = 8
+
+# Every live NVFP4 table of this process, by its layer name (the embedding prefix). The gather
+# op resolves the table here at run time: a raw address must never enter a compiled graph.
+_ple4_layers: dict[str, "Ple4NvFp4PinnedEmbedding"] = {}
+
+
+def ple4_nvfp4_requested(config) -> bool:
+    """Whether the model config asks for the NVFP4 row-packed PLE table."""
+    dtype = str(getattr(config, "ple_embedding_dtype", "") or "").removeprefix("torch.")
+    return dtype == _ple4_NVFP4_DTYPE
+
+
+def _ple4_env_flag(name: str) -> bool:
+    # Engine releases differ in which variables they know; an unknown one is off.
+    try:
+        value = getattr(envs, name)
+    except AttributeError:
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
+
+
+def _ple4_engine_helper(name: str):
+    """An engine helper that only some releases define in ``ple_layer.py`` (or None)."""
+    helper = globals().get(name)
+    return helper if callable(helper) else None
+
+
+def _ple4_cpu_offload_enabled() -> bool:
+    if _ple4_env_flag("VLLM_PLE_CPU_OFFLOAD"):
+        return True
+    try:
+        from vllm.model_executor.layers.ple_offload_layer import ple_offload_enabled
+    except ImportError:  # releases before the cascade: the variable alone decides
+        return False
+    return bool(ple_offload_enabled())
+
+
+def _ple4_gguf_active(quant_config) -> bool:
+    get_name = getattr(quant_config, "get_name", None)
+    if callable(get_name):
+        try:
+            if str(get_name()).lower() == "gguf":
+                return True
+        except Exception:  # a config that cannot name itself is not GGUF
+            pass
+    try:
+        from vllm.model_executor.kernels.ple.gguf_pinned import pinned_decode_active
+    except ImportError:  # releases without GGUF PLE
+        return False
+    return bool(pinned_decode_active())
+
+
+def ple4_nvfp4_check_modes(quant_config=None) -> None:
+    """Refuse the PLE modes the NVFP4 row-packed table does not support (fails loudly).
+
+    Runs before anything is allocated: from the embedding constructor and, because
+    PleOffloadLayer skips that constructor in GPU workers when CPU offload is on, from the
+    guard ``ple4_nvfp4_install`` puts around it.
+    """
+    what = f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r}"
+    if _ple4_cpu_offload_enabled() or is_offload_process():
+        raise RuntimeError(
+            f"{what} keeps the PLE table in each GPU worker's pinned host memory and does not "
+            "run with the PLE CPU-offload process: set VLLM_PLE_CPU_OFFLOAD=0 "
+            "(and turn any PLE cascade/disk offload off)"
+        )
+    if _ple4_env_flag("VLLM_PLE_DISK_OFFLOAD"):
+        raise RuntimeError(
+            f"{what} does not support the PLE disk offload lane: set VLLM_PLE_DISK_OFFLOAD=0 "
+            "and VLLM_PLE_CPU_OFFLOAD=0"
+        )
+    if _ple4_env_flag("VLLM_SM70_QWEN38_HYBRID_PLE"):
+        raise RuntimeError(
+            f"{what} does not support the hybrid PLE mode: set VLLM_SM70_QWEN38_HYBRID_PLE=0 "
+            "and VLLM_PLE_CPU_OFFLOAD=0"
+        )
+    cascade = _ple4_engine_helper("ple_cascade_configured")
+    if cascade is not None and cascade():
+        raise RuntimeError(
+            f"{what} does not support the PLE cascade placement: turn the cascade off "
+            "and keep VLLM_PLE_CPU_OFFLOAD=0"
+        )
+    if _ple4_gguf_active(quant_config):
+        raise RuntimeError(
+            f"{what} cannot be combined with a GGUF PLE checkpoint: serve the NVFP4 "
+            "checkpoint, or remove ple_embedding_dtype from the model config"
+        )
+
+
+def ple4_nvfp4_check_dim(embedding_dim: int) -> None:
+    if embedding_dim <= 0 or embedding_dim % 16:
+        raise ValueError(
+            f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r} needs a PLE head dim that is a positive "
+            f"multiple of 16 (one E4M3 block scale per 16 values), got {embedding_dim}: "
+            "this model cannot use the NVFP4 table; remove ple_embedding_dtype from its config"
+        )
+
+
+def ple4_nvfp4_build_embedding(
+    config,
+    num_embeddings: int,
+    embedding_dim: int,
+    *,
+    params_dtype: torch.dtype | None,
+    padding_size: int,
+    prefix: str,
+    quant_config=None,
+) -> "Ple4NvFp4PinnedEmbedding":
+    """The ``ngram_embedding`` module of a Qwen4ExpNGramEmbedding that asked for NVFP4."""
+    if not ple4_nvfp4_requested(config):
+        raise ValueError(
+            f"ple4_nvfp4_build_embedding needs ple_embedding_dtype={_ple4_NVFP4_DTYPE!r}"
+        )
+    ple4_nvfp4_check_modes(quant_config)
+    return Ple4NvFp4PinnedEmbedding(
+        num_embeddings,
+        embedding_dim,
+        params_dtype=params_dtype,
+        padding_size=padding_size,
+        prefix=prefix,
+        split_parts=int(getattr(config, "split_ngram_parts", 512)),
+    )
+
+
+def ple4_nvfp4_install(cls):
+    """Check the PLE modes before ``cls.__init__`` runs, even where the engine skips it.
+
+    PleOffloadLayer replaces a subclass constructor by a no-op in GPU workers when CPU offload
+    is on; this outer guard still sees the config and refuses NVFP4 there. Idempotent.
+    """
+    init = cls.__init__
+    if getattr(init, "_ple4_guard", False):
+        return cls
+    try:
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):
+        signature = None
+
+    @functools.wraps(init)
+    def _ple4_guarded_init(self, config, *args, **kwargs):
+        if ple4_nvfp4_requested(config):
+            quant_config = kwargs.get("quant_config")
+            if quant_config is None and signature is not None:
+                try:
+                    bound = signature.bind(self, config, *args, **kwargs)
+                    quant_config = bound.arguments.get("quant_config")
+                except TypeError:
+                    quant_config = None
+            ple4_nvfp4_check_modes(quant_config)
+        init(self, config, *args, **kwargs)
+
+    _ple4_guarded_init._ple4_guard = True
+    cls.__init__ = _ple4_guarded_init
+    return cls
+
+
+def _ple4_pin_host_memory() -> bool:
+    # Page-locking needs a CUDA driver; on a CPU-only host (the Triton interpreter) the table
+    # is plain host memory. Whether pinning is possible at all is checked at construction.
+    return torch.cuda.is_available()
+
+
+def _ple4_dummy_load() -> bool:
+    try:
+        load_format = get_current_vllm_config().load_config.load_format
+    except Exception:  # no config in this process: not a dummy load
+        return False
+    return str(getattr(load_format, "value", load_format)).lower().endswith("dummy")
+
+
+def _ple4_list(indices: list[int]) -> str:
+    shown = ", ".join(str(i) for i in indices[:_ple4_MAX_LISTED])
+    more = len(indices) - _ple4_MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+class Ple4NvFp4EmbeddingMethod(QuantizeMethodBase):
+    """Embedding method of the NVFP4 table: no parameters; lookups go to the layer."""
+
+    def create_weights(self, layer, *args, **kwargs) -> None:
+        # The table is not a parameter: it lives in pinned host memory, allocated when the
+        # first checkpoint shard arrives (see Ple4NvFp4PinnedEmbedding).
+        del layer, args, kwargs
+
+    def apply(self, layer, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError("the NVFP4 PLE table only supports embedding lookups")
+
+    def embedding(self, layer, input_: torch.Tensor) -> torch.Tensor:
+        return layer.ple4_lookup(input_)
+
+    def process_weights_after_loading(self, layer) -> None:
+        layer.ple4_prepare()
+
+
+class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
+    """This rank's rows of the NVFP4 row-packed PLE table, in pinned host memory.
+
+    Built on the meta device (nothing is allocated up front); the base class supplies the
+    tensor-parallel row range (``shard_indices``), the input masking and the all-reduce.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *,
+        params_dtype: torch.dtype | None,
+        padding_size: int,
+        prefix: str,
+        split_parts: int,
+    ) -> None:
+        ple4_nvfp4_check_dim(embedding_dim)
+        if split_parts <= 0:
+            raise ValueError(f"split_ngram_parts must be positive, got {split_parts}")
+        if not is_pin_memory_available():
+            raise RuntimeError(
+                f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r} keeps the PLE table in pinned host "
+                "memory, but this host cannot pin memory (is_pin_memory_available() is False, "
+                "e.g. under WSL or without a CUDA driver): run on a host that can pin memory"
+            )
+        with torch.device("meta"):
+            super().__init__(
+                num_embeddings,
+                embedding_dim,
+                params_dtype=params_dtype,
+                padding_size=padding_size,
+                prefix=prefix,
+                quant_method=Ple4NvFp4EmbeddingMethod(),
+            )
+        self.layer_name = prefix
+        self.ple4_out_dtype = params_dtype if params_dtype is not None else torch.get_default_dtype()
+        self.ple4_code_bytes = embedding_dim // 2
+        self.ple4_row_bytes = embedding_dim // 2 + embedding_dim // 16
+        self.ple4_local_rows = int(self.num_embeddings_per_partition)
+        self.ple4_split_parts = int(split_parts)
+        self.ple4_table: torch.Tensor | None = None
+        self.ple4_global_scale: torch.Tensor | None = None
+        self._ple4_scale_source: str | None = None
+        self._ple4_parts: dict[int, set[str]] = {}
+        self._ple4_device_inputs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        _ple4_layers[prefix] = self
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def ple4_shard_rows(self, shard_index: int) -> tuple[int, int]:
+        """(first row, row count) of checkpoint shard ``shard_index``, as the stock loader."""
+        split_parts = self.ple4_split_parts
+        org = int(self.org_vocab_size)
+        shard_size = (org + split_parts - 1) // split_parts
+        start = shard_index * shard_size
+        return start, max(0, min(shard_size, org - start))
+
+    def _ple4_allocate(self) -> torch.Tensor:
+        if self.ple4_table is None:
+            table = torch.empty(
+                (self.ple4_local_rows, self.ple4_row_bytes),
+                dtype=torch.uint8,
+                device="cpu",
+                pin_memory=_ple4_pin_host_memory(),
+            )
+            # Rows past this rank's share (vocabulary padding) read as zeros.
+            start = self.shard_indices.org_vocab_start_index
+            used = self.shard_indices.org_vocab_end_index - start
+            table[used:].zero_()
+            self.ple4_table = table
+            _ple4_logger.info(
+                "NVFP4 PLE table %s: %d rows x %d B in %s host memory (%.3f GiB)",
+                self.layer_name,
+                self.ple4_local_rows,
+                self.ple4_row_bytes,
+                "pinned" if table.is_pinned() else "pageable",
+                table.numel() / 2**30,
+            )
+        return self.ple4_table
+
+    def ple4_load_rows(
+        self,
+        name: str,
+        shard_index: int,
+        part: str,
+        loaded: torch.Tensor,
+    ) -> None:
+        """Copy one checkpoint tensor of shard ``shard_index`` into this rank's rows.
+
+        part: "packed" (uint8 [rows, D/2 + D/16]), "codes" (uint8 [rows, D/2]) or "scales"
+        (E4M3 or uint8 [rows, D/16]).
+        """
+        split_parts = self.ple4_split_parts
+        if not 0 <= shard_index < split_parts:
+            raise ValueError(
+                f"{name}: shard index {shard_index} is outside split_ngram_parts={split_parts}; "
+                "check split_ngram_parts in the model config"
+            )
+        start, rows = self.ple4_shard_rows(shard_index)
+        d = self.embedding_dim
+        if part == "packed":
+            width, columns, dtypes = self.ple4_row_bytes, slice(0, self.ple4_row_bytes), (torch.uint8,)
+        elif part == "codes":
+            width, columns, dtypes = self.ple4_code_bytes, slice(0, self.ple4_code_bytes), (torch.uint8,)
+        elif part == "scales":
+            width = d // 16
+            columns = slice(self.ple4_code_bytes, self.ple4_row_bytes)
+            dtypes = (torch.float8_e4m3fn, torch.uint8)
+        else:
+            raise ValueError(f"{name}: unknown NVFP4 table part {part!r}")
+        if loaded.dtype not in dtypes:
+            raise ValueError(
+                f"{name}: expected dtype {' or '.join(str(t) for t in dtypes)} for the NVFP4 "
+                f"PLE table ({part}), got {loaded.dtype}: the checkpoint does not hold an NVFP4 "
+                f"table; fix ple_embedding_dtype in the model config"
+            )
+        if tuple(loaded.shape) != (rows, width):
+            raise ValueError(
+                f"{name}: expected shape {(rows, width)} (shard {shard_index} of "
+                f"{split_parts}, D={d}), got {tuple(loaded.shape)}: check split_ngram_parts "
+                "and ple_embed_dim against the checkpoint"
+            )
+        parts = self._ple4_parts.setdefault(shard_index, set())
+        if (part == "packed" and parts & {"codes", "scales"}) or (
+            part != "packed" and "packed" in parts
+        ):
+            raise ValueError(
+                f"{name}: shard {shard_index} arrived both row-packed and in the split layout; "
+                "the checkpoint must use one layout per shard"
+            )
+        table = self._ple4_allocate()
+        if loaded.dtype != torch.uint8:
+            loaded = loaded.view(torch.uint8)
+        tp_start = self.shard_indices.org_vocab_start_index
+        tp_end = self.shard_indices.org_vocab_end_index
+        lo, hi = max(start, tp_start), min(start + rows, tp_end)
+        if lo < hi:
+            table[lo - tp_start : hi - tp_start, columns].copy_(loaded[lo - start : hi - start])
+        parts.add(part)
+
+    def ple4_set_global_scale(self, name: str, loaded: torch.Tensor) -> None:
+        if loaded.numel() != 1:
+            raise ValueError(
+                f"{name}: expected the NVFP4 global scale as one FP32 value, got shape "
+                f"{tuple(loaded.shape)}"
+            )
+        value = loaded.detach().to(device="cpu", dtype=torch.float32).reshape(1)
+        scalar = float(value.item())
+        if not math.isfinite(scalar) or scalar <= 0.0:
+            raise ValueError(
+                f"{name}: the NVFP4 global scale must be finite and positive, got {scalar!r}: "
+                "the checkpoint is damaged or not ModelOpt NVFP4"
+            )
+        if self.ple4_global_scale is not None and not torch.equal(self.ple4_global_scale, value):
+            raise ValueError(
+                f"{name}: global scale {scalar!r} differs from {self._ple4_scale_source} "
+                f"({float(self.ple4_global_scale.item())!r}); one table has one global scale"
+            )
+        if self.ple4_global_scale is None:
+            self.ple4_global_scale = value
+            self._ple4_scale_source = name
+        self._ple4_device_inputs.clear()
+
+    def ple4_missing(self) -> list[str]:
+        """What the checkpoint has not delivered yet (empty when the table is complete)."""
+        split_parts = self.ple4_split_parts
+        missing_shards = []
+        for index in range(split_parts):
+            if self.ple4_shard_rows(index)[1] == 0:
+                continue
+            parts = self._ple4_parts.get(index, set())
+            if "packed" not in parts and not {"codes", "scales"} <= parts:
+                missing_shards.append(index)
+        problems = []
+        if missing_shards:
+            problems.append(
+                f"shards {_ple4_list(missing_shards)} of {split_parts} "
+                f"({_ple4_SHARD_PREFIX}<i>.weight, plus .weight_scale in the split layout)"
+            )
+        if self.ple4_global_scale is None:
+            problems.append(
+                f"the global scale ({_ple4_GLOBAL_SCALE_NAME} or {_ple4_SHARD_PREFIX}<i>.weight_scale_2)"
+            )
+        return problems
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def ple4_prepare(self) -> None:
+        """After loading: check completeness, then make the UVA view before graph capture."""
+        if self.ple4_table is None and self.ple4_global_scale is None and _ple4_dummy_load():
+            _ple4_logger.warning("NVFP4 PLE table %s: dummy weights (zeros)", self.layer_name)
+            self._ple4_allocate().zero_()
+            self.ple4_global_scale = torch.ones(1, dtype=torch.float32)
+            self._ple4_scale_source = "dummy load"
+        missing = self.ple4_missing()
+        if missing:
+            raise RuntimeError(
+                f"NVFP4 PLE table {self.layer_name}: loading ended without "
+                + " and ".join(missing)
+                + ": the checkpoint is incomplete or its PLE table is not NVFP4; re-export it"
+            )
+        if torch.cuda.is_available():
+            self.ple4_device_inputs(torch.device("cuda", torch.cuda.current_device()))
+
+    def ple4_device_inputs(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(table, global scale) as the gather reads them on ``device``."""
+        if self.ple4_table is None or self.ple4_global_scale is None:
+            raise RuntimeError(
+                f"NVFP4 PLE table {self.layer_name} was looked up before its weights were "
+                "loaded and process_weights_after_loading ran"
+            )
+        if device.type != "cuda":
+            return self.ple4_table, self.ple4_global_scale
+        index = torch.cuda.current_device() if device.index is None else device.index
+        inputs = self._ple4_device_inputs.get(index)
+        if inputs is None:
+            if torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(
+                    f"NVFP4 PLE table {self.layer_name}: the UVA view must be made before CUDA "
+                    "graph capture (process_weights_after_loading did not run)"
+                )
+            with torch.cuda.device(index):
+                view = get_accelerator_view_from_cpu_tensor(self.ple4_table)
+                scale = self.ple4_global_scale.to(torch.device("cuda", index))
+            inputs = (view, scale)
+            self._ple4_device_inputs[index] = inputs
+        return inputs
+
+    def ple4_lookup(self, input_: torch.Tensor) -> torch.Tensor:
+        ids = input_.reshape(-1)
+        if ids.dtype != torch.int64:
+            ids = ids.long()
+        output = torch.empty(
+            (ids.numel(), self.embedding_dim), dtype=self.ple4_out_dtype, device=input_.device
+        )
+        torch.ops.vllm.ple4_nvfp4_pinned_gather(
+            ids.contiguous(), output, self.layer_name, self.embedding_dim
+        )
+        return output.reshape(*input_.shape, self.embedding_dim)
+
+
+def ple4_nvfp4_active(module) -> bool:
+    """Whether a Qwen4ExpNGramEmbedding was built with the NVFP4 table."""
+    return isinstance(getattr(module, "ngram_embedding", None), Ple4NvFp4PinnedEmbedding)
+
+
+def _ple4_classify(name: str) -> tuple[int | None, str] | None:
+    """(shard index or None, kind) of an NVFP4 table tensor, or None for any other weight."""
+    if name == _ple4_GLOBAL_SCALE_NAME:
+        return None, "global"
+    if name.startswith(_ple4_SHARD_PREFIX):
+        index_text, _, leaf = name[len(_ple4_SHARD_PREFIX) :].partition(".")
+        if not index_text.isdigit():
+            return None  # not a table shard: the stock loader decides
+        kind = {"weight": "weight", "weight_scale": "scales", "weight_scale_2": "global"}.get(leaf)
+        if kind is None:
+            raise ValueError(
+                f"{name}: unexpected tensor of the NVFP4 PLE table (expected .weight, "
+                ".weight_scale or .weight_scale_2 per shard)"
+            )
+        return int(index_text), kind
+    if name in ("ngram_embedding.weight", "ngram_embedding.weight_scale"):
+        raise ValueError(
+            f"{name}: an unsplit or FP8 PLE table tensor, but the model config asks for "
+            f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r}: use the NVFP4 checkpoint or set "
+            "ple_embedding_dtype to the checkpoint's format"
+        )
+    return None
+
+
+def ple4_nvfp4_load_weights(
+    module,
+    weights: Iterable[tuple[str, torch.Tensor]],
+    stock_load_weights,
+) -> set[str]:
+    """``Qwen4ExpNGramEmbedding.load_weights`` for the NVFP4 table.
+
+    Takes the table's tensors and hands every other weight (hash buffers, ...) to the stock
+    loader. Completeness is checked once loading has ended (process_weights_after_loading),
+    because the engine may call this several times with parts of the checkpoint.
+    """
+    embedding = module.ngram_embedding
+    loaded: set[str] = set()
+    others: list[tuple[str, torch.Tensor]] = []
+    for name, tensor in weights:
+        kind = _ple4_classify(name)
+        if kind is None:
+            others.append((name, tensor))
+            continue
+        shard_index, what = kind
+        if what == "global":
+            embedding.ple4_set_global_scale(name, tensor)
+        elif what == "scales":
+            embedding.ple4_load_rows(name, shard_index, "scales", tensor)
+        else:
+            code_only = tensor.dim() == 2 and tensor.shape[-1] == embedding.ple4_code_bytes
+            part = "codes" if code_only else "packed"
+            embedding.ple4_load_rows(name, shard_index, part, tensor)
+        loaded.add(name)
+    if others:
+        loaded.update(stock_load_weights(others))
+    return loaded
+
+
+def ple4_nvfp4_pinned_gather(
+    input_ids: torch.Tensor,
+    output: torch.Tensor,
+    layer_name: str,
+    embedding_dim: int,
+) -> None:
+    """Custom op body: gather + decode rows of the NVFP4 table ``layer_name`` into ``output``."""
+    if input_ids.numel() == 0:
+        return
+    layer = _ple4_layers.get(layer_name)
+    if layer is None:
+        raise RuntimeError(f"no NVFP4 PLE table is registered under the layer name {layer_name!r}")
+    table, global_scale = layer.ple4_device_inputs(output.device)
+    ple4_nvfp4_gather(
+        table, input_ids, global_scale, embedding_dim, out_dtype=output.dtype, out=output
+    )
+
+
+def ple4_nvfp4_pinned_gather_fake(
+    input_ids: torch.Tensor,
+    output: torch.Tensor,
+    layer_name: str,
+    embedding_dim: int,
+) -> None:
+    return
+
+
+direct_register_custom_op(
+    op_name="ple4_nvfp4_pinned_gather",
+    op_func=ple4_nvfp4_pinned_gather,
+    mutates_args=["output"],
+    fake_impl=ple4_nvfp4_pinned_gather_fake,
+)

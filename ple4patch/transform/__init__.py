@@ -1,0 +1,19 @@
+"""libcst transforms that patch the engine's ``ple_layer.py`` (one transformer per change).
+
+``patch_source(source) -> str`` is the whole patch: pure, deterministic, all or nothing. Each
+transformer (a libcst codemod) asserts that its anchor matched exactly once and otherwise raises
+``ple4patch.errors.TransformError(anchor, detail)``. libcst is imported only when a patch is
+actually made, so ``status`` never pays for it.
+"""
+
+from __future__ import annotations
+
+
+def patch_source(source: str) -> str:
+    """The fully patched text of ``ple_layer.py``, or a TransformError; never partial."""
+    from .pipeline import patch_source as _patch_source
+
+    return _patch_source(source)
+
+
+__all__ = ["patch_source"]

@@ -1,0 +1,53 @@
+"""The whole patch: every transform in order, then checks on the output."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+from ..errors import TransformError
+from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
+from ._common import BLOCK_BEGIN, injected_modules
+from .dispatch import NgramEmbeddingDispatch
+from .imports import AddInjectedImports
+from .inject import InjectBlock
+from .load_weights import LoadWeightsDispatch
+
+TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
+
+
+def _sentinel_count(text: str) -> int:
+    return len(re.findall(r"^" + re.escape(sentinel_line()) + r"\s*$", text, flags=re.MULTILINE))
+
+
+def patch_source(source: str) -> str:
+    patch_id = find_patch_id(source)
+    if patch_id is not None:
+        raise TransformError(
+            "sentinel", f"the file is already patched (patch-id={patch_id}); revert it first"
+        )
+    if BLOCK_BEGIN in source or SENTINEL_PREFIX in source:
+        raise TransformError(
+            "sentinel", "the file carries a ple4patch block without a valid sentinel line; restore the original"
+        )
+    try:
+        tree = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise TransformError("module", f"does not parse as Python: {str(exc).splitlines()[0]}") from None
+    injected = injected_modules()
+    context = CodemodContext()
+    for transform in TRANSFORMS:
+        if transform in (AddInjectedImports, InjectBlock):
+            tree = transform(context, injected).transform_module(tree)
+        else:
+            tree = transform(context).transform_module(tree)
+    out = tree.code
+    if _sentinel_count(out) != 1:
+        raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
+    try:
+        compile(out, "ple_layer.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TransformError("output", f"the patched text does not compile: {exc}") from None
+    return out
