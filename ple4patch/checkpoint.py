@@ -20,7 +20,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 # ---------------------------------------------------------------------------
 # What the (patched) engine expects. One place: align these with the loader.
@@ -48,21 +48,32 @@ LAYOUTS = (LAYOUT_ROWPACKED, LAYOUT_SPLIT, LAYOUT_FP8, LAYOUT_OTHER)
 
 #: ``ple_embedding_dtype`` values (after the engine strips ``torch.``) and the layout each selects.
 CONFIG_DTYPE_LAYOUT = {"nvfp4_rowpacked": LAYOUT_ROWPACKED, "float8_e4m3fn": LAYOUT_FP8}
-#: The value to put into ``text_config.ple_embedding_dtype`` for a layout the engine reads.
-LAYOUT_CONFIG_DTYPE = {layout: dtype for dtype, layout in CONFIG_DTYPE_LAYOUT.items()}
+#: The value ``text_config.ple_embedding_dtype`` must hold for each layout the engine reads
+#: (the patched loader reads both NVFP4 layouts under "nvfp4_rowpacked").
+LAYOUT_CONFIG_DTYPE = {
+    LAYOUT_ROWPACKED: "nvfp4_rowpacked",
+    LAYOUT_SPLIT: "nvfp4_rowpacked",
+    LAYOUT_FP8: "float8_e4m3fn",
+}
 #: ModelOpt ``quantization_config.quantized_layers[...].quant_algo`` for the table, when the
 #: config has no ``ple_embedding_dtype`` (the stock engine resolves FP8 storage that way).
 QUANT_ALGO_LAYOUT = {"FP8": LAYOUT_FP8, "NVFP4": LAYOUT_SPLIT}
 
+NVFP4 = "nvfp4"  # the family: row-packed and split shards (the patched loader takes both, per shard)
+NVFP4_LAYOUTS = (LAYOUT_ROWPACKED, LAYOUT_SPLIT)
+
 STOCK_ENGINE_READS = (LAYOUT_FP8,)
-PATCHED_ENGINE_READS = (LAYOUT_FP8, LAYOUT_ROWPACKED)
+#: The patched loader repacks split shards into 90 B rows while loading.
+PATCHED_ENGINE_READS = (LAYOUT_FP8, LAYOUT_ROWPACKED, LAYOUT_SPLIT)
 
 NVFP4_CODES_DTYPE = "U8"
 BLOCK_SCALE_DTYPE = "F8_E4M3"
 FP8_WEIGHT_DTYPE = "F8_E4M3"
-GLOBAL_SCALE_DTYPES = ("F32",)  # NVFP4 weight_scale_2
+BLOCK_SCALE_DTYPES = ("F8_E4M3", "U8")  # split-layout weight_scale: E4M3 (or its raw bytes)
+GLOBAL_SCALE_DTYPES = ("F32",)  # NVFP4 weight_scale_2 (other float dtypes load, converted: a warning)
+FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 FP8_SCALE_DTYPES = ("F32", "BF16", "F16")  # FP8 weight_scale (the engine casts it to the model dtype)
-SCALAR_SHAPES = ((1,), ())  # a global scale is one value: [1] (also accepted: a 0-d tensor)
+# A global scale is one value: [1] as written by ModelOpt; the loaders take any shape of one element.
 BLOCK = 16  # values per E4M3 block scale
 
 #: The engine's default when ``split_ngram_parts`` is absent from the config.
@@ -282,7 +293,7 @@ def read_config(raw: dict[str, Any]) -> PleConfig:
     for key in REQUIRED_CONFIG_KEYS:
         if text.get(key) is None:
             problems.append(
-                Problem("config", f"config.json lacks {path(key)}, which the PLE layer reads",
+                Problem("config", f"lacks {path(key)}, which the PLE layer reads",
                         tensor=None, expected="the value from the model's published config",
                         file=CONFIG_FILE)
             )
@@ -607,10 +618,6 @@ def _head_dim_from_width(layout: str, width: int) -> int | None:
     return None
 
 
-def _scalar_ok(info: TensorInfo, dtypes: Iterable[str]) -> bool:
-    return info.dtype in dtypes and info.shape in SCALAR_SHAPES
-
-
 def find_tables(ckpt: Checkpoint) -> dict[str, dict[str, TensorInfo]]:
     """prefix -> {leaf: tensor} for every PLE table in the checkpoint."""
     tables: dict[str, dict[str, TensorInfo]] = {}
@@ -622,6 +629,7 @@ def find_tables(ckpt: Checkpoint) -> dict[str, dict[str, TensorInfo]]:
 
 
 def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) -> TableReport:
+    """Check one table against what the engine's loader expects (names, dtypes, shapes, coverage)."""
     cfg = ckpt.config
     match = PLE_TENSOR_RE.match(prefix + ".x")
     assert match is not None
@@ -641,23 +649,29 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
         if not m:
             table_leaves[leaf] = info
             continue
-        kind, idx = m.group("kind"), int(m.group("index"))
-        {SHARD_WEIGHT: weights, SHARD_BLOCK_SCALE: block_scales, SHARD_GLOBAL_SCALE: shard_globals}[kind][
-            idx
-        ] = info
+        kinds = {SHARD_WEIGHT: weights, SHARD_BLOCK_SCALE: block_scales, SHARD_GLOBAL_SCALE: shard_globals}
+        kinds[m.group("kind")][int(m.group("index"))] = info
 
-    # What the tensors hold: a vote over the shards (a broken shard does not decide).
+    # What the tensors hold: a vote over the shards, so that one broken shard does not decide.
     votes = Counter(_layout_of_shard(w, i in block_scales) for i, w in weights.items())
     if votes:
-        best = max(votes.values())
-        tied = [lay for lay in LAYOUTS if votes.get(lay) == best]
-        layout = cfg.dtype_layout if cfg.dtype_layout in tied else tied[0]
+        family = Counter({NVFP4: votes[LAYOUT_ROWPACKED] + votes[LAYOUT_SPLIT],
+                          LAYOUT_FP8: votes[LAYOUT_FP8], LAYOUT_OTHER: votes[LAYOUT_OTHER]})
+        best = max(family.values())
+        tied = [f for f in (NVFP4, LAYOUT_FP8, LAYOUT_OTHER) if family[f] == best]
+        config_family = NVFP4 if cfg.dtype_layout in NVFP4_LAYOUTS else cfg.dtype_layout
+        chosen = config_family if config_family in tied else tied[0]
+        if chosen == NVFP4:
+            layout = LAYOUT_SPLIT if votes[LAYOUT_SPLIT] > votes[LAYOUT_ROWPACKED] else LAYOUT_ROWPACKED
+        else:
+            layout = chosen
     else:
         layout = LAYOUT_OTHER
         problems.append(
             Problem("no_shards", "the table has no shard_<i>.weight tensors", full("shard_0.weight"),
                     expected=f"shard_0..shard_{cfg.split_ngram_parts - 1}.weight")
         )
+    nvfp4 = layout in NVFP4_LAYOUTS
 
     # Row width D.
     head_dim, head_dim_source = cfg.head_dim, "config"
@@ -666,47 +680,46 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
         if widths:
             head_dim = _head_dim_from_width(layout, widths.most_common(1)[0][0])
             head_dim_source = "tensors"
-    if head_dim is not None and layout in (LAYOUT_ROWPACKED, LAYOUT_SPLIT) and head_dim % BLOCK:
+    if head_dim is not None and nvfp4 and head_dim % BLOCK:
         problems.append(
             Problem("config", f"head_dim {head_dim} is not a multiple of {BLOCK}: NVFP4 needs whole "
                     "16-value blocks", file=CONFIG_FILE)
         )
+        head_dim = None
 
     # Config vs tensors.
     dtype_key = cfg.key_path("ple_embedding_dtype")
     want_dtype = LAYOUT_CONFIG_DTYPE.get(layout)
-    if layout in (LAYOUT_SPLIT, LAYOUT_OTHER):
-        held = (
-            "the NVIDIA split NVFP4 layout (codes in shard_<i>.weight, E4M3 block scales in "
-            "shard_<i>.weight_scale)"
-            if layout == LAYOUT_SPLIT
-            else "shard weights of dtype " + ", ".join(sorted({w.dtype for w in weights.values()}))
-        )
-        problems.append(
-            Problem(
-                "layout",
-                f"the table holds {held}, which no 1Cat-vLLM reads on V100: convert it to the "
-                "row-packed layout (codes then scales in each row)",
-                full("shard_0.weight") if weights else prefix,
-                expected=f"{LAYOUT_ROWPACKED}: U8 [rows, D/2 + D/16] per shard, or {LAYOUT_FP8}",
+    if layout == LAYOUT_OTHER:
+        if weights:
+            problems.append(
+                Problem(
+                    "layout",
+                    "the table's shard weights are "
+                    + ", ".join(sorted({w.dtype for w in weights.values()}))
+                    + ", a layout no 1Cat-vLLM reads on V100: use the NVFP4 or FP8 checkpoint",
+                    full("shard_0.weight"),
+                    expected=f"{NVFP4_CODES_DTYPE} [rows, D/2 + D/16] ({LAYOUT_ROWPACKED}), "
+                    f"{NVFP4_CODES_DTYPE} [rows, D/2] + {BLOCK_SCALE_DTYPE} [rows, D/16] ({LAYOUT_SPLIT}) "
+                    f"or {FP8_WEIGHT_DTYPE} [rows, D] ({LAYOUT_FP8})",
+                )
             )
-        )
     elif cfg.dtype is None:
         problems.append(
             Problem(
                 "config_dtype",
-                f"config.json does not set {dtype_key}, so the engine will not read the table as "
+                f"does not set {dtype_key}, so the engine will not read the table as "
                 f"{layout}",
                 file=CONFIG_FILE,
                 expected=f"{dtype_key} = {want_dtype!r}",
             )
         )
-    elif cfg.dtype_layout != layout:
+    elif cfg.dtype != want_dtype:
+        source = "" if cfg.dtype_source == dtype_key else f" (from {cfg.dtype_source})"
         problems.append(
             Problem(
                 "config_dtype",
-                f"config says {cfg.dtype_source} = {cfg.dtype!r} but the tensors hold the "
-                f"{layout} layout",
+                f"says {dtype_key} = {cfg.dtype!r}{source} but the tensors hold the {layout} layout",
                 file=CONFIG_FILE,
                 expected=f"{dtype_key} = {want_dtype!r}",
             )
@@ -714,8 +727,6 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
 
     # Rows: what the engine will build, else what the checkpoint adds up to.
     parts = cfg.split_ngram_parts
-    present = sorted(i for i in weights if i < parts)
-    missing = [i for i in range(parts) if i not in weights]
     ckpt_rows = sum(w.shape[0] for w in weights.values() if w.shape)
     engine_rows = engine_table_rows(cfg, layer)
     ids = cfg.get("ple_layer_ids")
@@ -725,110 +736,133 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
                     f"(1-based) has no {layer + 1}: the engine has no module to load it into",
                     prefix, file=CONFIG_FILE)
         )
+    absent = [i for i in range(parts) if i not in weights]
     if engine_rows is not None:
         total, rows_source = engine_rows, "config"
-        if not missing and ckpt_rows != total:
+        if not absent and ckpt_rows != total:
             problems.append(
                 Problem("rows", f"the shards add up to {ckpt_rows} rows but the engine builds "
-                        f"{total} from ngram_vocab_size_base/ple_layer_ids: a checkpoint of "
-                        "another model or config", prefix, expected=f"{total} rows")
+                        f"{total} from ngram_vocab_size_base and ple_layer_ids: a checkpoint of "
+                        "another model, or a config that does not belong to it", prefix,
+                        expected=f"{total} rows")
             )
     else:
         rows_source = "checkpoint"
-        if not missing:
-            total = ckpt_rows
-        else:  # estimate from the typical shard height
-            heights = Counter(weights[i].shape[0] for i in present if weights[i].shape)
-            size = heights.most_common(1)[0][0] if heights else 0
-            total = ckpt_rows + size * len(missing)
+        total = ckpt_rows
+        if absent:  # estimate the missing shards from the typical shard height
+            heights = Counter(w.shape[0] for i, w in weights.items() if w.shape and i < parts)
+            total += (heights.most_common(1)[0][0] if heights else 0) * len(absent)
+    missing = [i for i in absent if shard_rows(total, parts, i) > 0]  # empty tail shards may be absent
+    present = sorted(i for i in weights if i < parts)
 
     for i in missing:
         problems.append(
-            Problem("missing_shard", "missing: the table has no such shard", full(f"shard_{i}.weight"),
-                    expected=f"{_expected_weight(layout, head_dim, shard_rows(total, parts, i))}, "
-                    f"one of shards 0..{parts - 1}")
+            Problem("missing_shard", f"missing: shard {i} of split_ngram_parts = {parts}",
+                    full(f"shard_{i}.{SHARD_WEIGHT}"),
+                    expected=_expected_weight(layout, head_dim, shard_rows(total, parts, i)))
         )
     for i in sorted(i for i in weights if i >= parts):
         problems.append(
             Problem("extra_shard", f"shard index {i} exceeds split_ngram_parts = {parts}",
-                    full(f"shard_{i}.weight"), expected=f"shard indices 0..{parts - 1}",
+                    full(f"shard_{i}.{SHARD_WEIGHT}"), expected=f"shard indices 0..{parts - 1}",
                     file=weights[i].file)
         )
-    # Per-shard expectations.
+
+    # Per-shard names, dtypes and shapes.
     for i in present:
         w = weights[i]
         rows = shard_rows(total, parts, i)
-        exp = _expected_weight(layout, head_dim, rows)
-        want_dtype_w = {LAYOUT_FP8: FP8_WEIGHT_DTYPE, LAYOUT_ROWPACKED: NVFP4_CODES_DTYPE,
-                        LAYOUT_SPLIT: NVFP4_CODES_DTYPE}.get(layout)
-        if want_dtype_w and w.dtype != want_dtype_w:
-            problems.append(Problem("dtype", f"is {w.describe()}", w.name, exp, w.file))
-        elif head_dim is not None and layout != LAYOUT_OTHER:
-            want_shape = (rows, _weight_width(layout, head_dim))
-            if w.shape != want_shape:
-                what = "rows" if len(w.shape) == 2 and w.shape[1] == want_shape[1] else "shape"
-                problems.append(Problem(what, f"is {w.describe()}", w.name, exp, w.file))
-        if layout == LAYOUT_SPLIT:
-            s = block_scales.get(i)
-            exp_s = f"{BLOCK_SCALE_DTYPE} [{rows}, {head_dim // BLOCK if head_dim else 'D/16'}]"
-            if s is None:
-                problems.append(
-                    Problem("missing_block_scale", "missing", full(f"shard_{i}.{SHARD_BLOCK_SCALE}"), exp_s)
-                )
-            elif s.dtype != BLOCK_SCALE_DTYPE or (
-                head_dim is not None and s.shape != (rows, head_dim // BLOCK)
-            ):
-                problems.append(Problem("block_scale", f"is {s.describe()}", s.name, exp_s, s.file))
-    if layout != LAYOUT_SPLIT:
-        for i, s in sorted(block_scales.items()):
+        if layout == LAYOUT_OTHER or head_dim is None:
+            continue
+        if layout == LAYOUT_FP8:
+            want = (FP8_WEIGHT_DTYPE, (rows, head_dim))
+            if w.dtype != want[0]:
+                problems.append(Problem("dtype", f"is {w.describe()}", w.name, _expected_weight(layout, head_dim, rows), w.file))
+            elif w.shape != want[1]:
+                problems.append(Problem(_shape_code(w.shape, want[1]), f"is {w.describe()}", w.name,
+                                        _expected_weight(layout, head_dim, rows), w.file))
+            continue
+        # NVFP4: each shard row-packed, or split (codes + block scales); the loader takes either.
+        code_w, packed_w, scale_w = head_dim // 2, head_dim // 2 + head_dim // BLOCK, head_dim // BLOCK
+        s = block_scales.get(i)
+        split_form = w.dtype == NVFP4_CODES_DTYPE and len(w.shape) == 2 and w.shape[1] == code_w
+        if s is not None and not split_form and len(w.shape) == 2 and w.shape[1] == packed_w:
             problems.append(
-                Problem("unexpected", f"a block-scale tensor in a {layout} table", s.name,
-                        "no shard_<i>.weight_scale: row-packed rows carry their scales", s.file)
-                if layout == LAYOUT_ROWPACKED
-                else Problem("unexpected", f"a block-scale tensor in a {layout} table", s.name,
-                             file=s.file)
+                Problem("mixed_shard", "a row-packed weight and a split block-scale tensor for one shard",
+                        s.name, f"no {SHARD_BLOCK_SCALE} beside a row-packed {SHARD_WEIGHT}", s.file)
             )
+            continue
+        packed_form = w.dtype == NVFP4_CODES_DTYPE and len(w.shape) == 2 and w.shape[1] == packed_w
+        if split_form or s is not None:
+            form = LAYOUT_SPLIT
+        elif packed_form:
+            form = LAYOUT_ROWPACKED
+        else:
+            form = layout  # neither: judge it by the form most shards use
+        if s is None and split_form:
+            problems.append(
+                Problem("missing_block_scale", f"missing: {w.name} holds only the codes ({w.describe()})",
+                        full(f"shard_{i}.{SHARD_BLOCK_SCALE}"), f"{BLOCK_SCALE_DTYPE} [{rows}, {scale_w}]")
+            )
+            continue
+        exp = _expected_weight(form, head_dim, rows)
+        want_shape = (rows, code_w if form == LAYOUT_SPLIT else packed_w)
+        if w.dtype != NVFP4_CODES_DTYPE:
+            problems.append(Problem("dtype", f"is {w.describe()}", w.name, exp, w.file))
+        elif w.shape != want_shape:
+            problems.append(Problem(_shape_code(w.shape, want_shape), f"is {w.describe()}", w.name, exp, w.file))
+        if form == LAYOUT_SPLIT:
+            exp_s = f"{BLOCK_SCALE_DTYPE} (or {NVFP4_CODES_DTYPE}) [{rows}, {scale_w}]"
+            if s is None:
+                problems.append(Problem("missing_block_scale", "missing", full(f"shard_{i}.{SHARD_BLOCK_SCALE}"), exp_s))
+            elif s.dtype not in BLOCK_SCALE_DTYPES or s.shape != (rows, scale_w):
+                problems.append(Problem("block_scale", f"is {s.describe()}", s.name, exp_s, s.file))
+    if layout in (LAYOUT_FP8, LAYOUT_OTHER):
+        for i, s in sorted(block_scales.items()):
+            problems.append(Problem("unexpected", f"a block-scale tensor in a {layout} table", s.name,
+                                    file=s.file))
+
     # Global scale.
     global_scale: str | None = None
     scales_used: list[TensorInfo] = []
     table_scale = table_leaves.pop(TABLE_GLOBAL_SCALE, None)
     table_fp8 = table_leaves.pop(TABLE_FP8_SCALE, None)
-    if layout in (LAYOUT_ROWPACKED, LAYOUT_SPLIT):
-        exp_g = f"{prefix}.{TABLE_GLOBAL_SCALE} F32 [1], or shard_<i>.{SHARD_GLOBAL_SCALE} F32 [1] for every shard"
+    if nvfp4:
+        exp_one = f"{'/'.join(GLOBAL_SCALE_DTYPES)} [1]"
+        candidates = ([table_scale] if table_scale else []) + [shard_globals[i] for i in sorted(shard_globals)]
+        for g in candidates:
+            scales_used.append(g)
+            if g.numel != 1 or g.dtype not in FLOAT_DTYPES:
+                problems.append(Problem("global_scale", f"is {g.describe()}", g.name, exp_one, g.file))
+            elif g.dtype not in GLOBAL_SCALE_DTYPES:
+                warnings.append(Problem("global_scale", f"is {g.describe()}: the loader converts it to "
+                                        "FP32, but ModelOpt writes FP32", g.name, exp_one, g.file))
         if table_scale is not None:
-            global_scale = "table"
-            scales_used.append(table_scale)
-            if not _scalar_ok(table_scale, GLOBAL_SCALE_DTYPES):
-                problems.append(Problem("global_scale", f"is {table_scale.describe()}",
-                                        table_scale.name, "F32 [1]", table_scale.file))
-        if shard_globals:
-            global_scale = "table+per_shard" if table_scale is not None else "per_shard"
-            for i, g in sorted(shard_globals.items()):
-                scales_used.append(g)
-                if not _scalar_ok(g, GLOBAL_SCALE_DTYPES):
-                    problems.append(Problem("global_scale", f"is {g.describe()}", g.name, "F32 [1]", g.file))
-            if table_scale is None:
-                for i in present:
-                    if i not in shard_globals:
-                        problems.append(
-                            Problem("missing_global_scale", "missing: other shards carry their own "
-                                    "global scale, this one does not",
-                                    full(f"shard_{i}.{SHARD_GLOBAL_SCALE}"), "F32 [1]")
-                        )
-            else:
+            global_scale = "table+per_shard" if shard_globals else "table"
+            if shard_globals:
                 warnings.append(
-                    Problem("global_scale", "both a table-level and per-shard global scales: "
-                            "they must all be equal (--scan checks)", full(TABLE_GLOBAL_SCALE))
+                    Problem("global_scale", "both a table-level and per-shard global scales: the "
+                            "loader requires them all equal (--scan compares them)", full(TABLE_GLOBAL_SCALE))
                 )
-        if table_scale is None and not shard_globals:
+        elif shard_globals:
+            global_scale = "per_shard"
+            for i in present:
+                if i not in shard_globals:
+                    warnings.append(
+                        Problem("global_scale", "no per-shard global scale here while other shards "
+                                "carry one (the loader needs just one)",
+                                full(f"shard_{i}.{SHARD_GLOBAL_SCALE}"), exp_one)
+                    )
+        else:
             problems.append(
                 Problem("missing_global_scale",
                         "no NVFP4 global scale: without it every value is off by ~5000x",
-                        full(TABLE_GLOBAL_SCALE), exp_g)
+                        full(TABLE_GLOBAL_SCALE),
+                        f"{exp_one}, or shard_<i>.{SHARD_GLOBAL_SCALE} {exp_one} per shard")
             )
         if table_fp8 is not None:
-            problems.append(Problem("unexpected", f"an FP8 table scale in a {layout} table",
-                                    table_fp8.name, file=table_fp8.file))
+            problems.append(Problem("unexpected", f"an FP8 table scale in an NVFP4 table: the patched "
+                                    "loader refuses it", table_fp8.name, file=table_fp8.file))
     elif layout == LAYOUT_FP8:
         exp_g = f"{'/'.join(FP8_SCALE_DTYPES)} [1]"
         if table_fp8 is None:
@@ -837,7 +871,7 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
         else:
             global_scale = "table"
             scales_used.append(table_fp8)
-            if not _scalar_ok(table_fp8, FP8_SCALE_DTYPES):
+            if table_fp8.dtype not in FP8_SCALE_DTYPES or table_fp8.numel != 1:
                 problems.append(Problem("global_scale", f"is {table_fp8.describe()}", table_fp8.name,
                                         exp_g, table_fp8.file))
         for g in ([table_scale] if table_scale else []) + [shard_globals[i] for i in sorted(shard_globals)]:
@@ -846,19 +880,30 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
     for leaf, info in sorted(table_leaves.items()):
         problems.append(
             Problem("unexpected", "not a tensor the PLE loader reads", info.name,
-                    "shard_<i>.weight[_scale[_2]], weight_scale or weight_scale_2", info.file)
+                    f"shard_<i>.{SHARD_WEIGHT}, shard_<i>.{SHARD_BLOCK_SCALE}, shard_<i>.{SHARD_GLOBAL_SCALE}, "
+                    f"{TABLE_GLOBAL_SCALE} or {TABLE_FP8_SCALE}", info.file)
         )
 
-    disk = sum(t.nbytes for t in leaves.values())
     return TableReport(
         layer=layer, prefix=prefix, layout=layout, config_layout=cfg.dtype_layout,
         head_dim=head_dim, head_dim_source=head_dim_source, parts=parts, rows=total,
         rows_source=rows_source, checkpoint_rows=ckpt_rows, shards_present=present,
-        shards_missing=missing, global_scale=global_scale, disk_bytes=disk,
+        shards_missing=missing, global_scale=global_scale,
+        disk_bytes=sum(t.nbytes for t in leaves.values()),
         problems=problems, warnings=warnings, shard_weights=weights,
         shard_block_scales=block_scales, global_scales=scales_used,
         other_itemsize=max((DTYPE_BYTES.get(w.dtype, 2) for w in weights.values()), default=2),
     )
+
+
+def _shape_code(got: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """'rows' when only the row count is off, 'width' when only the width is, else 'shape'."""
+    if len(got) == 2 and len(want) == 2:
+        if got[1] == want[1]:
+            return "rows"
+        if got[0] == want[0]:
+            return "width"
+    return "shape"
 
 
 def _weight_width(layout: str, head_dim: int) -> int:
@@ -1003,17 +1048,16 @@ def scan_plan(ckpt: Checkpoint, tables: list[TableReport]) -> list[tuple[str, Te
     for t in tables:
         if t.head_dim is None:
             continue
-        if t.layout == LAYOUT_ROWPACKED:
-            width = _weight_width(t.layout, t.head_dim)
+        if t.layout in NVFP4_LAYOUTS:  # per shard: row-packed rows, or split block scales
+            width = _weight_width(LAYOUT_ROWPACKED, t.head_dim)
             for i in sorted(t.shard_weights):
                 w = t.shard_weights[i]
-                if w.dtype == NVFP4_CODES_DTYPE and len(w.shape) == 2 and w.shape[1] == width:
+                s = t.shard_block_scales.get(i)
+                if s is not None:
+                    if s.dtype in BLOCK_SCALE_DTYPES:
+                        plan.append(("block_scales", s, t))
+                elif w.dtype == NVFP4_CODES_DTYPE and len(w.shape) == 2 and w.shape[1] == width:
                     plan.append(("rowpacked", w, t))
-        elif t.layout == LAYOUT_SPLIT:
-            for i in sorted(t.shard_block_scales):
-                s = t.shard_block_scales[i]
-                if s.dtype == BLOCK_SCALE_DTYPE:
-                    plan.append(("block_scales", s, t))
         elif t.layout == LAYOUT_FP8:
             for i in sorted(t.shard_weights):
                 w = t.shard_weights[i]

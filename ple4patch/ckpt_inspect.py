@@ -269,7 +269,7 @@ def inspect_checkpoint(
     scan_result = None
     if scan:
         plan_bytes = ck.scan_bytes(ck.scan_plan(ckpt, tables))
-        if progress:
+        if progress and sys.stderr.isatty():
             import click
 
             with click.progressbar(length=plan_bytes, label="scanning PLE data", file=sys.stderr,
@@ -357,3 +357,43 @@ def render_text(report: InspectReport) -> str:
             lines.append(f"  ... and {len(report.problems) - MAX_TEXT_PROBLEMS} more (--json lists all)")
     lines.append(f"verdict     {report.verdict}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The action the CLI calls
+# ---------------------------------------------------------------------------
+
+
+def run(
+    checkpoint: str | os.PathLike[str],
+    *,
+    tp: int = 1,
+    ranks_per_host: int | None = None,
+    venv: str | os.PathLike[str] | None = None,
+    scan: bool = False,
+    progress: bool = True,
+    meminfo_path: str = "/proc/meminfo",
+):
+    """`ple4patch inspect` as an ``actions.Result``: exit 0 when it will load, 10 when not.
+
+    Usage errors (no such directory, no config.json, bad --tp) and EngineNotFound
+    (--venv without an engine) raise, and the CLI maps them to their exit codes.
+    """
+    from .actions import Result
+    from .errors import EXIT_OK
+
+    report = inspect_checkpoint(
+        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan,
+        progress=progress, meminfo_path=meminfo_path,
+    )
+    body = render_text(report).rpartition("\n")[0]  # the verdict becomes the message
+    data = report.to_json()
+    for key in ("schema_version", "ok"):  # Result.to_json writes these itself
+        data.pop(key)
+    return Result(
+        command="inspect",
+        exit_code=EXIT_OK if report.ok else CheckpointProblem.exit_code,
+        message=report.verdict,
+        data=data,
+        output=body + "\n",
+    )

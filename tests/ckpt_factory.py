@@ -168,7 +168,7 @@ def write(
 def make(root: Path, layout: str = "nvfp4_rowpacked", *, dtype: str | None = "auto", **kw) -> Path:
     """A complete, loadable checkpoint in `layout`."""
     if dtype == "auto":
-        dtype = {"nvfp4_rowpacked": "nvfp4_rowpacked", "fp8": "float8_e4m3fn"}.get(layout)
+        dtype = {"nvfp4_rowpacked": "nvfp4_rowpacked", "nvfp4_split": "nvfp4_rowpacked", "fp8": "float8_e4m3fn"}.get(layout)
     cfg_kw = {k: kw.pop(k) for k in list(kw) if k in config.__code__.co_varnames}
     cfg = config(dtype=dtype, **cfg_kw)
     tensors = table_tensors(cfg, layout, **{k: kw.pop(k) for k in list(kw) if k in ("global_scale", "seed")})
