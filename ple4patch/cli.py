@@ -132,5 +132,42 @@ def revert(venv: str | None, clean: bool, as_json: bool) -> None:
     run_action("revert", as_json, lambda: actions.revert(venv, clean=clean))
 
 
+@main.command()
+@click.argument("venv", required=False, metavar="[VENV]")
+@click.option("--arch", default="sm_70", show_default=True, help="GPU architecture to compile the kernel for.")
+@json_option
+def selftest(venv: str | None, arch: str, as_json: bool) -> None:
+    """Compile the NVFP4 gather for --arch and check it bit for bit (on the GPU if present).
+
+    Uses VENV's own Python, torch and Triton (default: the Python running ple4patch).
+    Exit 9 if it does not compile, is not bit-exact, or torch/Triton are missing.
+    """
+    from . import selftest as selftest_mod
+
+    run_action("selftest", as_json, lambda: selftest_mod.action(venv, arch))
+
+
+@main.command("inspect")
+@click.argument("checkpoint", metavar="CHECKPOINT_DIR")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor-parallel size: each rank pins 1/TP of the table's rows.")
+@click.option("--ranks-per-host", type=click.IntRange(min=1), default=None,
+              help="TP ranks sharing this host's memory (default: all of them).")
+@click.option("--venv", default=None, help="Also check that this venv's engine is patched and reads the layout.")
+@click.option("--scan", is_flag=True, help="Also read the PLE data: NaN/negative block scales, bad global scales.")
+@json_option
+def inspect_(checkpoint: str, tp: int, ranks_per_host: int | None, venv: str | None, scan: bool,
+             as_json: bool) -> None:
+    """Will CHECKPOINT_DIR load with the patched engine, and what will each rank pin?
+
+    Reads config.json and the safetensors headers only (seconds); --scan streams
+    the PLE data too. Exit 10 if the checkpoint will not load as it is.
+    """
+    from . import ckpt_inspect
+
+    run_action("inspect", as_json, lambda: ckpt_inspect.run(
+        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main(prog_name="ple4patch")
