@@ -1,0 +1,152 @@
+"""`ple4patch selftest`: compile the NVFP4 gather for a GPU arch and check it is bit-exact.
+
+The check runs in a child process: the given venv's own Python (so the engine's torch and
+Triton are the ones tested), or, without a venv, the Python running ple4patch. The child gets
+the directory that holds this ``ple4patch`` package first on its sys.path and runs
+``ple4patch.kernels.selfcheck``, which needs only torch and triton (no click, no libcst).
+
+Without a GPU it compiles the kernel ahead of time for the arch (default sm_70, the V100) and
+checks the PTX target, and runs the kernel under the Triton interpreter against the CPU
+reference; with a GPU it also checks the compiled kernel bit for bit over the full code space,
+on a CUDA table and on a pinned host table read through UVA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import EngineNotFound, SelftestFailed, UsageError
+
+TIMEOUT_S = 900
+_PKG_PARENT = str(Path(__file__).resolve().parent.parent)
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from ple4patch.kernels.selfcheck import main; sys.exit(main(sys.argv[2:]))"
+)
+_INSTALL_HINT = (
+    "install the kernel extra into that Python (`pip install 'ple4patch[kernels]'`), "
+    "or run `ple4patch selftest VENV` with the engine's venv, which has torch and Triton"
+)
+
+
+def venv_python(venv: str | os.PathLike) -> str:
+    """The Python interpreter of a virtual environment (or a python executable given directly)."""
+    p = Path(venv).expanduser()
+    if p.is_file() and os.access(p, os.X_OK):
+        return str(p)
+    if not p.is_dir():
+        raise EngineNotFound(f"venv {str(p)!r} does not exist: give the engine's virtual environment directory")
+    for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        cand = p / name
+        if cand.exists() and os.access(cand, os.X_OK):
+            return str(cand)
+    raise EngineNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by python -m venv)")
+
+
+def _check_arch(arch: str) -> str:
+    import re
+
+    s = str(arch).strip().lower()
+    if not re.fullmatch(r"(sm_?)?\d+|(sm_?)?\d\.\d", s):
+        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}")
+    return s
+
+
+def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
+    """Run the kernel self-check; return its report, or raise SelftestFailed.
+
+    The report has: python, torch, triton, arch, compile (one entry per output dtype with the
+    PTX target), mode ("gpu" or "interpreter"), gpu (device and capability, or None),
+    exactness (per table kind and dtype: values compared, mismatches), ok, seconds.
+    """
+    arch = _check_arch(arch)
+    python = venv_python(venv) if venv else sys.executable
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)  # the child decides; compiled code must be real
+    env.pop("PYTHONPATH", None)
+    try:
+        proc = subprocess.run(
+            [python, "-c", _CHILD, _PKG_PARENT, arch],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise SelftestFailed(f"the kernel self-check in {python} did not finish within {TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise SelftestFailed(f"could not run {python}: {exc}") from None
+    report = None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                report = json.loads(line)
+            except ValueError:
+                pass
+            break
+    if report is None:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise SelftestFailed(f"the kernel self-check in {python} exited {proc.returncode} without a report: {tail}")
+    report.setdefault("python", python)
+    if report.get("missing"):
+        raise SelftestFailed(f"{report['missing']} is not importable by {python} ({report.get('error')}): {_INSTALL_HINT}")
+    if report.get("usage"):
+        raise UsageError(f"--arch: {report.get('error')}")
+    if not report.get("ok"):
+        raise SelftestFailed(describe_failure(report))
+    return report
+
+
+def describe_failure(report: dict) -> str:
+    parts = []
+    for c in report.get("compile", []):
+        if not c.get("ok"):
+            parts.append(
+                f"{c['dtype']} did not compile for {report.get('arch')}: {c.get('error') or 'PTX target ' + str(c.get('target'))}"
+            )
+    for e in report.get("exactness", []):
+        if e["mismatches"]:
+            parts.append(
+                f"{e['mismatches']} of {e['values']} {e['dtype']} values differ from the reference "
+                f"({e['table']} table; first {e['first_mismatch']})"
+            )
+    where = f"(triton {report.get('triton')}, torch {report.get('torch')}, {report.get('python')})"
+    return "kernel self-check failed " + where + ": " + ("; ".join(parts) or report.get("error", "unknown reason"))
+
+
+def format_text(report: dict) -> str:
+    lines = [f"python {report['python']}: torch {report.get('torch')}, triton {report.get('triton')}"]
+    for c in report.get("compile", []):
+        lines.append(f"compile {c['dtype']:<8} for {report['arch']}: target {c.get('target')} ({', '.join(c.get('asm', []))})")
+    gpu = report.get("gpu")
+    if gpu:
+        lines.append(f"GPU {gpu['device']} ({gpu['capability']}): compiled kernel checked on it")
+    else:
+        lines.append("no GPU: kernel checked under the Triton interpreter")
+    for e in report.get("exactness", []):
+        lines.append(
+            f"bit-exact {e['dtype']:<8} {e['table']:<11} table: {e['values']} values, {e['mismatches']} mismatches"
+        )
+    lines.append(f"selftest passed in {report.get('seconds')} s")
+    return "\n".join(lines)
+
+
+def action(venv: str | None, arch: str = "sm_70"):
+    """The CLI's action: an ``actions.Result`` with the report as its JSON data."""
+    from .actions import Result
+
+    report = run_selftest(venv, arch)
+    text = format_text(report)
+    lines = text.splitlines()
+    return Result(
+        command="selftest",
+        exit_code=0,
+        message=lines[-1],
+        data={"report": report},
+        output="\n".join(lines[:-1]) + "\n",
+    )

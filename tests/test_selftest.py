@@ -1,0 +1,93 @@
+"""`ple4patch selftest`: compile-only + interpreter path on the CPU (GPU path when CUDA exists)."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from ple4patch import selftest
+from ple4patch.errors import EXIT_SELFTEST_FAILED, EngineNotFound, SelftestFailed, UsageError
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+
+def _fake_venv(tmp_path, script):
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    py = bindir / "python"
+    py.write_text("#!/bin/sh\n" + script)
+    py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    return str(tmp_path / "venv")
+
+
+def test_selftest_current_python_compiles_for_sm70_and_is_exact():
+    report = selftest.run_selftest(None, "sm_70")
+    assert report["ok"] is True
+    assert [c["target"] for c in report["compile"]] == ["sm_70"] * 3
+    assert all("cubin" in c["asm"] for c in report["compile"])
+    assert report["exactness"] and all(e["mismatches"] == 0 and e["values"] > 0 for e in report["exactness"])
+    import torch
+
+    assert report["mode"] == ("gpu" if torch.cuda.is_available() else "interpreter")
+    assert "selftest passed" in selftest.format_text(report)
+
+
+def test_selftest_other_arch_is_reported():
+    report = selftest.run_selftest(None, "sm_75")
+    assert {c["target"] for c in report["compile"]} == {"sm_75"}
+
+
+def test_selftest_venv_without_torch_says_how_to_install(tmp_path):
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    with pytest.raises(SelftestFailed, match=r"torch is not importable.*pip install 'ple4patch\[kernels\]'"):
+        selftest.run_selftest(str(venv), "sm_70")
+
+
+def test_selftest_reports_mismatches_from_the_child(tmp_path):
+    report = {
+        "ok": False, "python": "x", "arch": "sm_70", "torch": "t", "triton": "3.6.0",
+        "compile": [{"dtype": "float16", "ok": True, "target": "sm_70", "asm": ["ptx"]}],
+        "exactness": [{"table": "cuda", "dtype": "float16", "values": 10, "mismatches": 3,
+                        "first_mismatch": {"row": 1, "col": 2, "got": 1, "want": 2}}],
+    }
+    venv = _fake_venv(tmp_path, f"echo '{json.dumps(report)}'\nexit 1\n")
+    with pytest.raises(SelftestFailed, match="3 of 10 float16 values differ"):
+        selftest.run_selftest(venv, "sm_70")
+
+
+def test_selftest_child_crash_is_a_failure(tmp_path):
+    venv = _fake_venv(tmp_path, "echo boom >&2\nexit 3\n")
+    with pytest.raises(SelftestFailed, match="exited 3 without a report: boom"):
+        selftest.run_selftest(venv, "sm_70")
+
+
+def test_selftest_bad_venv_and_arch(tmp_path):
+    with pytest.raises(EngineNotFound, match="does not exist"):
+        selftest.run_selftest(str(tmp_path / "nope"), "sm_70")
+    with pytest.raises(EngineNotFound, match="no bin/python"):
+        selftest.run_selftest(str(tmp_path), "sm_70")
+    with pytest.raises(UsageError, match="--arch"):
+        selftest.run_selftest(None, "volta")
+
+
+def test_cli_selftest_json_and_exit_codes(tmp_path):
+    from click.testing import CliRunner
+
+    from ple4patch.cli import main
+
+    res = CliRunner().invoke(main, ["selftest", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["schema_version"] >= 1 and data["command"] == "selftest" and data["ok"] is True
+    assert data["report"]["compile"][0]["target"] == "sm_70"
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    res = CliRunner().invoke(main, ["selftest", str(venv), "--json"])
+    assert res.exit_code == EXIT_SELFTEST_FAILED
+    assert json.loads(res.output)["error"]["kind"] == "selftest_failed"
