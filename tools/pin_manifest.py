@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Re-pin the manifests from the real transform (dev tool; `make pin`).
+
+For every real engine file listed in ../shared/engines/INDEX.md (its sha256 is
+checked against the table) this runs `ple4patch.transform.patch_source`, checks
+the output compiles and carries the sentinel once, and writes the pin (pristine
+sha256 -> label, engine version range, patch id, patched sha256) into
+`ple4patch/patches/ple_layer.json`. The stand-in engine of the tests
+(tests/fixtures/standin_engine/...) is pinned the same way into the TEST
+manifest `tests/fixtures/standin_manifest.json` (never shipped).
+
+When the patch id changes, the previous output's hash moves to the pin's
+`older` map so that `status` still recognises files patched by the old id.
+
+    python tools/pin_manifest.py            # rewrite both manifests
+    python tools/pin_manifest.py --check    # exit 1 (and say what) if they are out of date
+
+Without ../shared the shipped pins are kept as they are (and --check skips them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from ple4patch import manifest as m  # noqa: E402
+from ple4patch.sentinel import PATCH_ID, find_patch_id, sentinel_line  # noqa: E402
+
+import enginekit  # noqa: E402  (INDEX.md parsing, shared with the tests)
+
+SHIPPED = REPO / "ple4patch" / "patches" / "ple_layer.json"
+TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_manifest.json"
+
+# The engine version range each real file plausibly belongs to (reported only:
+# a pinned file is recognised by its hash whatever the version says). Facts from
+# INDEX.md: 1.5.0 was released ~2026-09-02, 1.5.1 on 2026-10-03, no 1.4.x;
+# setuptools_scm names the builds between releases <next>.devN.
+VERSION_RANGES = {
+    "a223f046": ">=1.5.0.dev0,<1.5.1",  # 1.5.0-era shape (fork): 1.5.0 and 1.5.1.devN builds
+    "036318a0": ">=1.5.1.dev0,<1.5.2.dev0",  # after PR #528 (Sept 2026): the 1.5.1 feature set
+    "15a8d185": ">=1.5.2.dev0,<1.7",  # October 2026 main, after 1.5.1
+}
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def patched_output(source: bytes, name: str) -> bytes:
+    from ple4patch.transform import patch_source
+
+    out = patch_source(source.decode("utf-8"))
+    if out.count(sentinel_line()) != 1 or find_patch_id(out) != PATCH_ID:
+        raise SystemExit(f"{name}: the transform output does not carry {sentinel_line()!r} exactly once")
+    compile(out, name, "exec")
+    return out.encode("utf-8")
+
+
+def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | None) -> m.Pin:
+    pristine = sha256_hex(source)
+    patched = sha256_hex(patched_output(source, name))
+    older = dict(old.older) if old else {}
+    if old is not None and old.patch_id != PATCH_ID:
+        older[old.patch_id] = old.patched_sha256  # keep recognising the previous patch
+    older.pop(PATCH_ID, None)
+    return m.Pin(
+        pristine_sha256=pristine,
+        patched_sha256=patched,
+        patch_id=PATCH_ID,
+        label=label,
+        engine_versions=old.engine_versions if old and old.engine_versions else versions,
+        size=len(source),
+        older=older,
+    )
+
+
+def load_existing(path: Path) -> m.Manifest:
+    return m.load_file(path) if path.is_file() else m.Manifest()
+
+
+def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, list[str]]:
+    out = m.Manifest()
+    notes = []
+    rows = enginekit.shared_engines(engines_dir)
+    if not rows:
+        notes.append(f"{engines_dir} not found: shipped pins kept as they are")
+        return existing, notes
+    for row in rows:
+        data = row.path.read_bytes()
+        if sha256_hex(data) != row.sha256 or len(data) != row.size:
+            raise SystemExit(f"{row.path}: sha256/size differ from INDEX.md; refusing to pin")
+        label = f"1Cat-vLLM {row.commit[:8]} ({row.folder}): {row.era}"
+        pin = make_pin(data, str(row.path), label, VERSION_RANGES.get(row.commit[:8], ""),
+                       existing.by_pristine(row.sha256))
+        out.pins[pin.pristine_sha256] = pin
+    for sha, pin in existing.pins.items():  # pins of files no longer in ../shared stay
+        if sha not in out.pins:
+            notes.append(f"kept pin {sha[:12]}… ({pin.label}): its file is not in {engines_dir}")
+            out.pins[sha] = pin
+    return out, notes
+
+
+def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
+    path = enginekit.standin_file()
+    if path is None:
+        return None, [f"no stand-in engine at {enginekit.STANDIN_DIR}: test manifest not written"]
+    data = path.read_bytes()
+    old = existing.by_pristine(sha256_hex(data))
+    pin = make_pin(data, str(path), "stand-in engine (tests/fixtures/standin_engine; TEST ONLY)", "", old)
+    return m.Manifest({pin.pristine_sha256: pin}), []
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if out of date")
+    ap.add_argument("--engines", type=Path, default=enginekit.SHARED_ENGINES, help="folder with INDEX.md")
+    args = ap.parse_args(argv)
+
+    stale = []
+    shipped_old = load_existing(SHIPPED)
+    shipped_new, notes = pin_shared(shipped_old, args.engines)
+    test_old = load_existing(TEST_MANIFEST)
+    test_new, more = pin_standin(test_old)
+    notes += more
+    for path, old, new in ((SHIPPED, shipped_old, shipped_new), (TEST_MANIFEST, test_old, test_new)):
+        if new is None:
+            continue
+        text = new.dumps()
+        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if text == current:
+            print(f"up to date: {path.relative_to(REPO)}")
+            continue
+        if args.check:
+            stale.append(str(path.relative_to(REPO)))
+            for sha, pin in new.pins.items():
+                have = old.pins.get(sha)
+                if have is None or have.to_json() != pin.to_json():
+                    print(f"out of date: {path.relative_to(REPO)} pin {sha[:12]}… ({pin.label[:60]}): "
+                          f"{'missing' if have is None else have.patch_id + ' ' + have.patched_sha256[:12]}… "
+                          f"-> {pin.patch_id} {pin.patched_sha256[:12]}…")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"pinned {len(new.pins)} file(s) into {path.relative_to(REPO)}")
+    for n in notes:
+        print(f"note: {n}")
+    if stale:
+        print(f"manifest out of date with the transform: run `make pin` ({', '.join(stale)})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
