@@ -16,6 +16,9 @@ torch = __import__("pytest").importorskip("torch")
 save_file = __import__("pytest").importorskip("safetensors.torch").save_file
 
 PREFIX = "model.language_model"
+#: ple_embedding_dtype that makes the (patched) engine read each layout
+LAYOUT_DTYPE = {"nvfp4_rowpacked": "nvfp4_rowpacked", "nvfp4_split": "nvfp4_rowpacked",
+                "fp8": "float8_e4m3fn", "bf16": None}
 
 
 def _primes_from(start: int, count: int) -> list[int]:
@@ -136,11 +139,12 @@ def write(
     *,
     files: int = 3,
     index: bool = True,
-    duplicate: dict[str, int] | None = None,
+    duplicate: tuple[str, ...] = (),
 ) -> Path:
     """Write config.json and the tensors over `files` files (+ index).
 
-    `duplicate` maps a tensor name to an extra file number that also holds it.
+    Each name in `duplicate` is also written into the file after its own (the index
+    still names its own file), as a botched re-export leaves it.
     """
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps(cfg, indent=2))
@@ -154,8 +158,8 @@ def write(
         fname = f"model-{k % files + 1:05d}-of-{files:05d}.safetensors"
         groups.setdefault(fname, {})[name] = tensors[name].contiguous()
         weight_map[name] = fname
-    for name, extra in (duplicate or {}).items():
-        fname = f"model-{extra:05d}-of-{files:05d}.safetensors"
+    for name in duplicate:
+        fname = f"model-{(names.index(name) + 1) % files + 1:05d}-of-{files:05d}.safetensors"
         groups.setdefault(fname, {})[name] = tensors[name].contiguous()
     for fname, group in groups.items():
         save_file(group, str(root / fname))
@@ -168,7 +172,7 @@ def write(
 def make(root: Path, layout: str = "nvfp4_rowpacked", *, dtype: str | None = "auto", **kw) -> Path:
     """A complete, loadable checkpoint in `layout`."""
     if dtype == "auto":
-        dtype = {"nvfp4_rowpacked": "nvfp4_rowpacked", "nvfp4_split": "nvfp4_rowpacked", "fp8": "float8_e4m3fn"}.get(layout)
+        dtype = LAYOUT_DTYPE[layout]
     cfg_kw = {k: kw.pop(k) for k in list(kw) if k in config.__code__.co_varnames}
     cfg = config(dtype=dtype, **cfg_kw)
     tensors = table_tensors(cfg, layout, **{k: kw.pop(k) for k in list(kw) if k in ("global_scale", "seed")})
