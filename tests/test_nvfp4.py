@@ -205,9 +205,18 @@ def _run(table, ids, g, out_dtype):
     return nvfp4.gather(table, ids.to(DEV), gt, DIM, out_dtype)
 
 
+@pytest.fixture(params=[0, 1], ids=["layout0", "layout1"])
+def layout(request, monkeypatch):
+    """Run a test under each load layout of the kernel (the default and the alternative)."""
+    from ple4patch.kernels import nvfp4_gather
+
+    monkeypatch.setattr(nvfp4_gather, "_ple4_LAYOUT", request.param)
+    return request.param
+
+
 @pytest.mark.interpreter
 @pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32, torch.bfloat16])
-def test_gather_full_code_space(out_dtype):
+def test_gather_full_code_space(out_dtype, layout):
     table = nvfp4.full_code_space_table(DIM)
     # every row, shuffled, plus duplicates; 61 ids is not a multiple of the rows per program.
     ids = torch.cat([torch.randperm(table.shape[0], generator=torch.Generator().manual_seed(0)), torch.arange(9)])
@@ -233,7 +242,7 @@ def test_gather_out_in_place_and_empty():
 
 
 @pytest.mark.interpreter
-def test_gather_4096_random_rows_of_a_large_table():
+def test_gather_4096_random_rows_of_a_large_table(layout):
     gen = torch.Generator().manual_seed(2)
     rows = 1_000_000
     table = torch.randint(0, 256, (rows, WIDTH), generator=gen, dtype=torch.uint8)
@@ -245,7 +254,7 @@ def test_gather_4096_random_rows_of_a_large_table():
 
 @pytest.mark.interpreter
 @pytest.mark.skipif(HAS_CUDA, reason="the interpreter reads a sparse mapped file; the GPU variant uses pinned memory")
-def test_gather_row_ids_past_2_pow_31_bytes(tmp_path):
+def test_gather_row_ids_past_2_pow_31_bytes(tmp_path, layout):
     # 48M rows x 90 B = 4.3 GB, sparse: only the rows written here take space.
     rows = 48_000_000
     path = tmp_path / "table.bin"
@@ -272,7 +281,7 @@ def test_gather_row_ids_past_2_pow_31_bytes(tmp_path):
 @gpu
 @needs_cuda
 @pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32, torch.bfloat16])
-def test_gpu_full_code_space_pinned_host_table(out_dtype):
+def test_gpu_full_code_space_pinned_host_table(out_dtype, layout):
     table = nvfp4.full_code_space_table(DIM)
     pinned = table.pin_memory()
     ids = torch.cat([torch.randperm(table.shape[0]), torch.arange(5)])
@@ -291,7 +300,7 @@ def test_gpu_rejects_unpinned_cpu_table():
 
 @gpu
 @needs_cuda
-def test_gpu_4096_random_rows_of_a_1gib_pinned_table():
+def test_gpu_4096_random_rows_of_a_1gib_pinned_table(layout):
     rows = (1 << 30) // WIDTH + 1000
     table = torch.empty((rows, WIDTH), dtype=torch.uint8, pin_memory=True)
     table.view(-1)[: rows * WIDTH // 8 * 8].view(torch.int64).random_()
@@ -304,7 +313,7 @@ def test_gpu_4096_random_rows_of_a_1gib_pinned_table():
 
 @gpu
 @needs_cuda
-def test_gpu_row_ids_past_2_pow_32_bytes_pinned():
+def test_gpu_row_ids_past_2_pow_32_bytes_pinned(layout):
     rows = 48_000_000  # 4.3 GB pinned
     table = torch.empty((rows, WIDTH), dtype=torch.uint8, pin_memory=True)
     probe = [2**31 // WIDTH - 1, 2**31 // WIDTH, 2**31 // WIDTH + 1, 2**32 // WIDTH, 2**32 // WIDTH + 7, rows - 1]

@@ -33,6 +33,13 @@ def test_gather_compiles_for_other_archs():
     assert aot.compile_gather("sm_80")["target"] == "sm_80"
 
 
+@pytest.mark.parametrize("layout", [0, 1])
+def test_both_load_layouts_compile_for_sm70(layout):
+    res = aot.compile_gather("sm_70", "float16", layout=layout, rows=16)
+    assert res["target"] == "sm_70" and res["constexprs"]["LAYOUT"] == layout
+    assert "fma.rn.f32" not in res["ptx"] and not re.search(r"e4m3|e5m2|e2m1", res["ptx"])
+
+
 @pytest.mark.parametrize("arch, cc", [("sm_70", 70), ("70", 70), ("7.0", 70), (70, 70), ("SM_90", 90), ("sm_120", 120)])
 def test_parse_arch(arch, cc):
     assert aot.parse_arch(arch) == cc

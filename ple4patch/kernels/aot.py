@@ -52,7 +52,7 @@ def _constexprs_variants(fn, values: dict):
     yield "index", {names.index(k): v for k, v in values.items()}  # 3.0 .. 3.2
 
 
-def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, rows: int | None = None, num_warps: int | None = None):
+def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, rows: int | None = None, num_warps: int | None = None, layout: int | None = None):
     """Compile the gather kernel for ``arch`` without a GPU; return facts about the result.
 
     Returns a dict: arch (int), target (the ``.target`` line's value in the PTX), asm (kinds of
@@ -69,6 +69,8 @@ def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, row
     constexpr_values = dict(params["constexprs"]) if params else {}
     if rows is not None:
         constexpr_values["ROWS"] = rows
+    if layout is not None:
+        constexpr_values["LAYOUT"] = layout
     options = dict(params["options"]) if params else {"num_warps": 4, "enable_fp_fusion": False}
     if num_warps is not None:
         options["num_warps"] = num_warps

@@ -27,9 +27,10 @@ _ple4_OUT_KINDS = {
     torch.float32: 2,
 }
 
-# Tuning (rows per program, warps). Exactness does not depend on these.
+# Tuning (rows per program, warps, load layout). Exactness does not depend on these.
 _ple4_ROWS_PER_PROGRAM = 8
 _ple4_NUM_WARPS = 4
+_ple4_LAYOUT = 0
 
 
 @triton.jit
@@ -58,6 +59,31 @@ def _ple4_e4m3fn_bits(s):
 
 
 @triton.jit
+def _ple4_decode_store(code, scale_byte, g, out_ptr, out_offs, mask, OUT_KIND: tl.constexpr):
+    """value = (e2m1(code) * e4m3fn(scale_byte)) * g in fp32, cast RNE, canonical NaN, stored."""
+    a = tl.cast(_ple4_e2m1_bits(code), tl.float32, bitcast=True)
+    s = tl.cast(_ple4_e4m3fn_bits(scale_byte), tl.float32, bitcast=True)
+    v = a * s  # exact: 2 x 4 significant bits
+    v = v * g
+    is_nan = v != v
+    if OUT_KIND == 2:
+        bits32 = tl.cast(v, tl.int32, bitcast=True)
+        bits32 = tl.where(is_nan, tl.full(bits32.shape, 0x7FC00000, tl.int32), bits32)
+        tl.store(out_ptr + out_offs, tl.cast(bits32, tl.float32, bitcast=True), mask=mask)
+    elif OUT_KIND == 1:
+        # fp32 -> bf16 round-to-nearest-even in integers (same on every target and the interpreter).
+        u = tl.cast(v, tl.uint32, bitcast=True)
+        u = (u + (((u >> 16) & 1) + 0x7FFF)) >> 16
+        bits16 = tl.cast(u.to(tl.uint16), tl.int16, bitcast=True)
+        bits16 = tl.where(is_nan, tl.full(bits16.shape, 0x7FC0, tl.int16), bits16)
+        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.bfloat16, bitcast=True), mask=mask)
+    else:
+        bits16 = tl.cast(v.to(tl.float16), tl.int16, bitcast=True)
+        bits16 = tl.where(is_nan, tl.full(bits16.shape, 0x7E00, tl.int16), bits16)
+        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.float16, bitcast=True), mask=mask)
+
+
+@triton.jit
 def _ple4_nvfp4_gather_kernel(
     table_ptr,
     ids_ptr,
@@ -69,6 +95,7 @@ def _ple4_nvfp4_gather_kernel(
     BLOCK_D: tl.constexpr,
     ROWS: tl.constexpr,
     OUT_KIND: tl.constexpr,
+    LAYOUT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     r = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)
@@ -76,35 +103,31 @@ def _ple4_nvfp4_gather_kernel(
     # 64-bit row offsets: 80M rows x 90 B is past 2^31.
     rid = tl.load(ids_ptr + r, mask=rmask, other=0).to(tl.int64)
     base = rid * ROW_BYTES
-    cols = tl.arange(0, BLOCK_D)
-    cmask = cols < DIM
-    mask = rmask[:, None] & cmask[None, :]
-    row_ptr = table_ptr + base[:, None]
-    code_byte = tl.load(row_ptr + (cols // 2)[None, :], mask=mask, other=0).to(tl.int32) & 255
-    scale_byte = tl.load(row_ptr + (DIM // 2 + cols // 16)[None, :], mask=mask, other=0).to(tl.int32) & 255
-    code = (code_byte >> ((cols & 1) * 4)[None, :]) & 15
-    a = tl.cast(_ple4_e2m1_bits(code), tl.float32, bitcast=True)
-    s = tl.cast(_ple4_e4m3fn_bits(scale_byte), tl.float32, bitcast=True)
     g = tl.load(gscale_ptr).to(tl.float32)
-    v = a * s  # exact: 2 x 4 significant bits
-    v = v * g
-    is_nan = v != v
-    out_offs = r[:, None] * DIM + cols[None, :]
-    if OUT_KIND == 2:
-        bits32 = tl.cast(v, tl.int32, bitcast=True)
-        bits32 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7FC00000, tl.int32), bits32)
-        tl.store(out_ptr + out_offs, tl.cast(bits32, tl.float32, bitcast=True), mask=mask)
-    elif OUT_KIND == 1:
-        # fp32 -> bf16 round-to-nearest-even in integers (same on every target and the interpreter).
-        u = tl.cast(v, tl.uint32, bitcast=True)
-        u = (u + (((u >> 16) & 1) + 0x7FFF)) >> 16
-        bits16 = tl.cast(u.to(tl.uint16), tl.int16, bitcast=True)
-        bits16 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7FC0, tl.int16), bits16)
-        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.bfloat16, bitcast=True), mask=mask)
+    if LAYOUT == 0:
+        # One lane per output element: code byte e // 2 and scale byte D/2 + e // 16 (the repeats
+        # within a warp merge into the same requests).
+        cols = tl.arange(0, BLOCK_D)
+        mask = rmask[:, None] & (cols < DIM)[None, :]
+        row_ptr = table_ptr + base[:, None]
+        code_byte = tl.load(row_ptr + (cols // 2)[None, :], mask=mask, other=0).to(tl.int32) & 255
+        scale_byte = tl.load(row_ptr + (DIM // 2 + cols // 16)[None, :], mask=mask, other=0).to(tl.int32) & 255
+        code = (code_byte >> ((cols & 1) * 4)[None, :]) & 15
+        _ple4_decode_store(code, scale_byte, g, out_ptr, r[:, None] * DIM + cols[None, :], mask, OUT_KIND)
     else:
-        bits16 = tl.cast(v.to(tl.float16), tl.int16, bitcast=True)
-        bits16 = tl.where(is_nan, tl.full([ROWS, BLOCK_D], 0x7E00, tl.int16), bits16)
-        tl.store(out_ptr + out_offs, tl.cast(bits16, tl.float16, bitcast=True), mask=mask)
+        # [rows, 16-element blocks, 8 code bytes]: every byte of a row is loaded once; the two
+        # nibbles are joined back into element order (2j, 2j + 1).
+        NBLK: tl.constexpr = DIM // 16
+        blk = tl.arange(0, BLOCK_D // 16)
+        j = tl.arange(0, 8)
+        bmask = rmask[:, None] & (blk < NBLK)[None, :]
+        code_ptr = table_ptr + base[:, None, None] + (blk * 8)[None, :, None] + j[None, None, :]
+        code_byte = tl.load(code_ptr, mask=bmask[:, :, None], other=0).to(tl.int32) & 255
+        scale_byte = tl.load(table_ptr + base[:, None] + (DIM // 2 + blk)[None, :], mask=bmask, other=0).to(tl.int32) & 255
+        code = tl.reshape(tl.join(code_byte & 15, code_byte >> 4), [ROWS, BLOCK_D // 16, 16])
+        e = tl.arange(0, 16)
+        out_offs = r[:, None, None] * DIM + (blk * 16)[None, :, None] + e[None, None, :]
+        _ple4_decode_store(code, scale_byte[:, :, None], g, out_ptr, out_offs, bmask[:, :, None], OUT_KIND)
 
 
 def ple4_nvfp4_gather(table, ids, global_scale, dim, out_dtype=torch.float16, out=None):
@@ -126,16 +149,18 @@ def ple4_nvfp4_gather(table, ids, global_scale, dim, out_dtype=torch.float16, ou
     return out
 
 
-def _ple4_launch_params(dim, out_kind, row_bytes=None):
-    """Compile-time arguments and warps of a launch (shared with ahead-of-time compiles)."""
+def _ple4_launch_params(dim, out_kind, row_bytes=None, rows=None, num_warps=None, layout=None):
+    """Compile-time arguments and options of a launch (shared with ahead-of-time compiles and
+    the benchmarks, which pass rows/num_warps/layout to try other tunings)."""
     return {
         "constexprs": {
             "DIM": dim,
             "ROW_BYTES": dim // 2 + dim // 16 if row_bytes is None else row_bytes,
             "BLOCK_D": triton.next_power_of_2(dim),
-            "ROWS": _ple4_ROWS_PER_PROGRAM,
+            "ROWS": _ple4_ROWS_PER_PROGRAM if rows is None else rows,
             "OUT_KIND": out_kind,
+            "LAYOUT": _ple4_LAYOUT if layout is None else layout,
         },
         # No FP contraction: the reference's two multiplies must stay two roundings.
-        "options": {"num_warps": _ple4_NUM_WARPS, "enable_fp_fusion": False},
+        "options": {"num_warps": _ple4_NUM_WARPS if num_warps is None else num_warps, "enable_fp_fusion": False},
     }
