@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +42,8 @@ TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_manifest.json"
 # INDEX.md: 1.5.0 was released ~2026-09-02, 1.5.1 on 2026-10-03, no 1.4.x;
 # setuptools_scm names the builds between releases <next>.devN.
 VERSION_RANGES = {
-    "a223f046": ">=1.5.0.dev0,<1.5.1",  # 1.5.0-era shape (fork): 1.5.0 and 1.5.1.devN builds
+    # (`<1.5.1rc0`, not `<1.5.1`: PEP 440 keeps 1.5.1.devN out of `<1.5.1`)
+    "a223f046": ">=1.5.0.dev0,<1.5.1rc0",  # 1.5.0-era shape (fork): 1.5.0 and 1.5.1.devN builds
     "036318a0": ">=1.5.1.dev0,<1.5.2.dev0",  # after PR #528 (Sept 2026): the 1.5.1 feature set
     "15a8d185": ">=1.5.2.dev0,<1.7",  # October 2026 main, after 1.5.1
 }
@@ -76,7 +75,7 @@ def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | N
         patched_sha256=patched,
         patch_id=PATCH_ID,
         label=label,
-        engine_versions=old.engine_versions if old and old.engine_versions else versions,
+        engine_versions=versions or (old.engine_versions if old else ""),
         size=len(source),
         older=older,
     )

@@ -1,0 +1,118 @@
+"""The whole cycle with the real transform on every real engine file and on the stand-in.
+
+Each engine is a wheel built here and installed by pip into a throw-away venv:
+dry-run writes nothing -> apply -> apply again changes nothing -> status patched
+-> verify 0 -> revert -> byte-identical with the backup gone -> status pristine.
+The real files are pinned by the shipped manifest; the stand-in by the TEST
+manifest tests/fixtures/standin_manifest.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import enginekit
+from ple4patch import actions, fsio
+from ple4patch import manifest as m
+from ple4patch.errors import EXIT_UNPINNED, UnpinnedFile
+from ple4patch.sentinel import PATCH_ID, find_patch_id
+from ple4patch.state import backup_path
+
+TEST_MANIFEST = enginekit.REPO / "tests" / "fixtures" / "standin_manifest.json"
+
+
+def site_snapshot(venv) -> dict:
+    out = {}
+    for root, _dirs, files in os.walk(enginekit.site_packages(venv)):
+        for f in files:
+            if f == fsio.LOCK_NAME or root.endswith("__pycache__"):
+                continue
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, venv)] = fh.read()
+    return out
+
+
+def cycle(venv, manifest: m.Manifest, pristine: bytes) -> None:
+    target = enginekit.target_of(venv)
+    before = site_snapshot(venv)
+    assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
+
+    r = actions.apply(venv, dry_run=True, manifest=manifest)
+    assert r.exit_code == 0 and "matches the pin" in r.message and r.output.startswith("--- a/")
+    assert site_snapshot(venv) == before
+
+    r = actions.apply(venv, manifest=manifest)
+    assert r.data["changed"] and r.data["state"] == "patched"
+    patched = target.read_bytes()
+    assert find_patch_id(patched.decode()) == PATCH_ID
+    assert enginekit.sha256_hex(patched) == r.data["pin"]["patched_sha256"]
+    after_apply = site_snapshot(venv)
+
+    r = actions.apply(venv, manifest=manifest)
+    assert r.data["changed"] is False and site_snapshot(venv) == after_apply
+
+    r = actions.status(venv, manifest=manifest)
+    assert (r.exit_code, r.data["state"], r.data["backup"]["state"]) == (0, "patched", "present")
+    assert actions.verify(venv, manifest=manifest).exit_code == 0
+
+    r = actions.revert(venv, manifest=manifest)
+    assert r.data["restored"]
+    assert target.read_bytes() == pristine
+    assert not backup_path(target).exists()
+    assert site_snapshot(venv) == before
+    assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
+
+
+def test_real_engine_cycle(shared_engine, wheelhouse, engine_venv):
+    assert shared_engine.path.read_bytes() == shared_engine.data
+    venv = engine_venv(wheelhouse.engine(shared_engine.data, version="1.5.1.dev945+gfe67339dd"))
+    shipped = m.load(use_env=False)
+    assert shipped.by_pristine(shared_engine.sha256) is not None, "every file in ../shared is pinned"
+    cycle(venv, shipped, shared_engine.data)
+
+
+def standin_bytes() -> bytes:
+    path = enginekit.standin_file()
+    if path is None:
+        pytest.skip("the stand-in engine is not there yet")
+    return path.read_bytes()
+
+
+def test_standin_cycle_with_test_manifest(wheelhouse, engine_venv):
+    data = standin_bytes()
+    venv = engine_venv(wheelhouse.engine(data, version="1.5.1"))
+    cycle(venv, m.load([TEST_MANIFEST], use_env=False), data)
+
+
+def test_unknown_file_refused_then_allowed(wheelhouse, engine_venv):
+    data = standin_bytes()  # not in the shipped manifest
+    venv = engine_venv(wheelhouse.engine(data, version="1.5.2"))
+    target = enginekit.target_of(venv)
+    shipped = m.load(use_env=False)
+    assert actions.status(venv, manifest=shipped).data["state"] == "unpinned"
+    with pytest.raises(UnpinnedFile) as info:
+        actions.apply(venv, manifest=shipped)
+    assert info.value.exit_code == EXIT_UNPINNED
+    assert target.read_bytes() == data
+    r = actions.apply(venv, manifest=shipped, allow_unknown=True)
+    assert r.data["changed"] and r.data["pin"]["source"] == "local"
+    # the local pin is exactly the pin the test manifest has for this file
+    test_pin = m.load_file(TEST_MANIFEST).by_pristine(enginekit.sha256_hex(data))
+    assert r.data["pin"]["patched_sha256"] == test_pin.patched_sha256
+    assert actions.verify(venv, manifest=shipped).exit_code == 0
+    assert actions.revert(venv, manifest=shipped).data["restored"]
+    assert target.read_bytes() == data
+
+
+def test_shipped_manifest_pins_every_shared_file():
+    rows = enginekit.shared_engines()
+    if not rows:
+        pytest.skip("../shared/engines is absent")
+    shipped = m.load(use_env=False)
+    for row in rows:
+        pin = shipped.by_pristine(row.sha256)
+        assert pin is not None and pin.patch_id == PATCH_ID and row.commit[:8] in pin.label
+        assert pin.size == row.size
