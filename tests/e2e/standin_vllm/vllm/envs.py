@@ -1,0 +1,26 @@
+"""Stand-in vllm.envs: the variables read through the environment at access time."""
+
+import os
+
+_BOOL = (
+    "VLLM_PLE_CPU_OFFLOAD",
+    "VLLM_PLE_DISK_OFFLOAD",
+    "VLLM_SM70_QWEN38_HYBRID_PLE",
+)
+_INT = {"VLLM_PLE_DISK_OFFLOAD_NUM_THREADS": 0}
+_FLOAT_OR_NONE = (
+    "VLLM_QWEN4EXP_PLE_HOST_GIB",
+    "VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB",
+    "VLLM_QWEN4EXP_PLE_VRAM_RESERVE_GIB",
+)
+
+
+def __getattr__(name):
+    if name in _BOOL:
+        return os.environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
+    if name in _INT:
+        return int(os.environ.get(name, _INT[name]))
+    if name in _FLOAT_OR_NONE:
+        value = os.environ.get(name)
+        return None if value is None else float(value)
+    raise AttributeError(f"module 'vllm.envs' has no attribute {name!r}")

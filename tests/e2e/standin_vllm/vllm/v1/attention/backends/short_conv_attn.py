@@ -1,0 +1,9 @@
+"""Stand-in."""
+
+
+class PleShortConvAttentionBackend:
+    pass
+
+
+class PleShortConvAttentionMetadata:
+    pass

@@ -1,0 +1,3 @@
+"""Stand-in."""
+
+NULL_BLOCK_ID = 0
