@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""PLE gather benchmark: NVFP4 row-packed (90 B rows) against the stock FP8 design (160 B rows).
+
+All in one process, on pinned host tables (>= 2 GiB each) read by the GPU through UVA, with
+random row ids over the whole table:
+
+- fp8      the stock pinned-host FP8 gather re-implemented after 1Cat-vLLM's design: one
+           program per row, 160 B rows, integer E4M3 decode, model-dtype (fp16) output;
+- nvfp4    ple4patch's gather (ple4_nvfp4_gather), fp16 output;
+- raw      a random-row gather-copy of the same 90 B rows with no decode, the best of several
+           tunings at each n (the ceiling for nvfp4);
+- bulk     one large pinned host -> device copy (the bus limit);
+- empty    an empty kernel launch.
+
+Medians of >= 20 timed runs after warm-up, CUDA events, a fresh random id set each run; decode
+sizes (n <= 1024) also replayed from a captured CUDA graph. Writes bench.json, bench.png and
+prints a table. ``--tune`` first sweeps the kernels' rows per program / warps / load layout.
+
+Usage: python3 benchmarks/bench_ple.py [--out DIR] [--tune] [--rows 24000000] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from ple4patch.kernels import nvfp4  # noqa: E402
+from ple4patch.kernels import nvfp4_gather as k4  # noqa: E402
+
+DIM = 160
+W4 = DIM // 2 + DIM // 16  # 90
+W8 = DIM  # 160
+NS = [16, 128, 640, 1024, 16384, 262144, 1048576]
+GRAPH_MAX_N = 1024
+GLOBAL = 1.7316e-4
+
+
+# ------------------------------------------------------------------ kernels of the baseline
+
+
+@triton.jit
+def _fp8_gather_kernel(weight_ptr, ids_ptr, scale_ptr, out_ptr, DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+    """After 1Cat-vLLM's pinned-host FP8 gather: one program per looked-up row."""
+    row = tl.program_id(0)
+    rid = tl.load(ids_ptr + row).to(tl.int64)
+    offs = tl.arange(0, BLOCK_D)
+    mask = offs < DIM
+    raw = tl.load(weight_ptr + rid * DIM + offs, mask=mask, other=0).to(tl.int32) & 255
+    v = tl.cast(k4._ple4_e4m3fn_bits(raw), tl.float32, bitcast=True) * tl.load(scale_ptr)
+    tl.store(out_ptr + row.to(tl.int64) * DIM + offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _raw_copy_kernel(table_ptr, ids_ptr, out_ptr, n, W: tl.constexpr, BW: tl.constexpr, ROWS: tl.constexpr):
+    """Random-row gather-copy with no decode (elements of the table's dtype: uint8 or int16)."""
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = r < n
+    rid = tl.load(ids_ptr + r, mask=rmask, other=0).to(tl.int64)
+    c = tl.arange(0, BW)
+    m = rmask[:, None] & (c < W)[None, :]
+    x = tl.load(table_ptr + rid[:, None] * W + c[None, :], mask=m, other=0)
+    tl.store(out_ptr + r[:, None] * W + c[None, :], x, mask=m)
+
+
+@triton.jit
+def _empty_kernel(x_ptr):
+    pass
+
+
+def fp8_gather(table, ids, scale, out):
+    _fp8_gather_kernel[(ids.shape[0],)](table, ids, scale, out, DIM=DIM, BLOCK_D=256, num_warps=4)
+
+
+def raw_gather(table, ids, out, cfg):
+    elem, rows, warps = cfg
+    n = ids.shape[0]
+    if elem == "i16":
+        t, o, w, bw = table.view(torch.int16), out.view(torch.int16), W4 // 2, 64
+    else:
+        t, o, w, bw = table, out, W4, 128
+    _raw_copy_kernel[(triton.cdiv(n, rows),)](t, ids, o, n, W=w, BW=bw, ROWS=rows, num_warps=warps)
+
+
+def nvfp4_gather(table, ids, gs, out, cfg=None):
+    if cfg is None:
+        return k4.ple4_nvfp4_gather(table, ids, gs, DIM, torch.float16, out=out)
+    layout, rows, warps = cfg
+    n = ids.shape[0]
+    p = k4._ple4_launch_params(DIM, 0, table.stride(0), rows=rows, num_warps=warps, layout=layout)
+    k4._ple4_nvfp4_gather_kernel[(triton.cdiv(n, rows),)](table, ids, gs, out, n, **p["options"], **p["constexprs"])
+
+
+# ------------------------------------------------------------------ timing
+
+
+def _median_events(run, before, reps, warmup):
+    for i in range(warmup):
+        before(i)
+        run()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (s, e) in enumerate(ev):
+        before(warmup + i)
+        s.record()
+        run()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in ev)  # microseconds
+
+
+def time_eager(fn, pool, reps, warmup):
+    cur = {}
+
+    def before(i):
+        cur["ids"] = pool[i % len(pool)]
+
+    return _median_events(lambda: fn(cur["ids"]), before, reps, warmup)
+
+
+def time_graph(fn, pool, reps, warmup):
+    static = pool[0].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(static)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(static)
+
+    def before(i):
+        static.copy_(pool[i % len(pool)])
+
+    t = _median_events(graph.replay, before, reps, warmup)
+    del graph
+    return t
+
+
+def id_pool(n, rows, count):
+    return [t for t in torch.randint(0, rows, (count, n), device="cuda", dtype=torch.int64)]
+
+
+# ------------------------------------------------------------------ setup
+
+
+def pinned_table(rows, width, seed):
+    t = torch.empty((rows, width), dtype=torch.uint8, pin_memory=True)
+    flat = t.view(-1)
+    chunk = torch.randint(0, 256, (64 << 20,), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
+    for off in range(0, flat.numel(), chunk.numel()):
+        k = min(chunk.numel(), flat.numel() - off)
+        flat[off : off + k].copy_(chunk[:k])
+    return t
+
+
+def bulk_h2d_gbps(src_pinned, reps=10):
+    nbytes = src_pinned.numel()
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    t = _median_events(lambda: dst.copy_(src_pinned, non_blocking=True), lambda i: None, reps, 3)
+    return nbytes / (t * 1e-6) / 1e9, t
+
+
+def check_exact(table, gs, fn, label):
+    """fn(ids, out) on the pinned table vs the CPU reference: 4096 random rows + full code space."""
+    ids = torch.randint(0, table.shape[0], (4096,), device="cuda")
+    out = torch.empty(4096, DIM, dtype=torch.float16, device="cuda")
+    fn(table, ids, out)
+    ref = nvfp4.dequant_reference(table[ids.cpu()], gs.item(), DIM)
+    bad = int((out.cpu().view(torch.int16) != ref.view(torch.int16)).sum())
+    fcs = nvfp4.full_code_space_table(DIM).pin_memory()
+    ids2 = torch.arange(fcs.shape[0], device="cuda")
+    out2 = torch.empty(fcs.shape[0], DIM, dtype=torch.float16, device="cuda")
+    fn(fcs, ids2, out2)
+    ref2 = nvfp4.dequant_reference(fcs, gs.item(), DIM)
+    bad += int((out2.cpu().view(torch.int16) != ref2.view(torch.int16)).sum())
+    if bad:
+        print(f"!! {label}: {bad} values differ from the reference", flush=True)
+    return bad
+
+
+# ------------------------------------------------------------------ main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--rows", type=int, default=24_000_000, help="table rows (24M: 2.16 GB NVFP4, 3.84 GB FP8)")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--ns", default=",".join(map(str, NS)))
+    ap.add_argument("--tune", action="store_true", help="sweep rows/warps/layout of nvfp4 and raw first")
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ns = [int(x) for x in args.ns.split(",")]
+    assert args.reps >= 20
+    torch.cuda.init()
+    dev = torch.cuda.current_device()
+    env = {
+        "gpu": torch.cuda.get_device_name(dev),
+        "capability": "sm_%d%d" % torch.cuda.get_device_capability(dev),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "rows": args.rows,
+        "reps": args.reps,
+        "warmup": args.warmup,
+        "nvfp4_defaults": {"layout": k4._ple4_LAYOUT, "rows": k4._ple4_ROWS_PER_PROGRAM, "warps": k4._ple4_NUM_WARPS},
+    }
+    print(json.dumps(env), flush=True)
+    t0 = time.time()
+    t4 = pinned_table(args.rows, W4, 1)
+    t8 = pinned_table(args.rows, W8, 2)
+    print(f"pinned tables: nvfp4 {t4.numel() / 2**30:.2f} GiB, fp8 {t8.numel() / 2**30:.2f} GiB "
+          f"({time.time() - t0:.1f} s)", flush=True)
+    gs = torch.tensor([GLOBAL], dtype=torch.float32, device="cuda")
+    s8 = torch.tensor([GLOBAL * 6], dtype=torch.float32, device="cuda")
+
+    bulk, bulk_us = bulk_h2d_gbps(t8.view(-1)[: 1 << 30])
+    dummy = torch.empty(1, device="cuda")
+    empty_eager = time_eager(lambda ids: _empty_kernel[(1,)](dummy), [None], args.reps, args.warmup)
+    empty_graph = time_graph(lambda ids: _empty_kernel[(1,)](dummy), [torch.zeros(1, device="cuda")], args.reps, args.warmup)
+    print(f"bulk pinned H2D: {bulk:.2f} GB/s (1 GiB in {bulk_us:.0f} us); empty kernel: eager {empty_eager:.1f} us, "
+          f"graph {empty_graph:.1f} us", flush=True)
+
+    result = {"env": env, "bulk_h2d_GBps": bulk, "empty_launch_us": {"eager": empty_eager, "graph": empty_graph}}
+
+    # correctness of what we time
+    result["exact_default_mismatches"] = check_exact(t4, gs, lambda t, i, o: nvfp4_gather(t, i, gs, o), "nvfp4 default")
+
+    raw_cfgs = [(e, r, w) for e in ("u8", "i16") for r in (1, 2, 4, 8, 16, 32) for w in (1, 2, 4)]
+    nv_cfgs = [(lay, r, w) for lay in (0, 1) for r in (2, 4, 8, 16, 32) for w in (2, 4, 8)]
+    tune_ns = [1024, 16384, 262144, 1048576]
+    if args.tune:
+        sweep = {"raw": {}, "nvfp4": {}}
+        pools = {n: id_pool(n, args.rows, 8) for n in tune_ns}
+        outs = {n: torch.empty(n, DIM, dtype=torch.float16, device="cuda") for n in tune_ns}
+        rawouts = {n: torch.empty(n, W4, dtype=torch.uint8, device="cuda") for n in tune_ns}
+        for fam, cfgs in (("nvfp4", nv_cfgs), ("raw", raw_cfgs)):
+            for cfg in cfgs:
+                if fam == "nvfp4":
+                    bad = check_exact(t4, gs, lambda t, i, o, c=cfg: nvfp4_gather(t, i, gs, o, c), f"nvfp4 {cfg}")
+                    if bad:
+                        sweep[fam][str(cfg)] = {"mismatches": bad}
+                        continue
+                row = {}
+                for n in tune_ns:
+                    if fam == "nvfp4":
+                        fn = lambda ids, c=cfg, n=n: nvfp4_gather(t4, ids, gs, outs[n], c)
+                    else:
+                        fn = lambda ids, c=cfg, n=n: raw_gather(t4, ids, rawouts[n], c)
+                    timer = time_graph if n <= GRAPH_MAX_N else time_eager
+                    row[n] = timer(fn, pools[n], 20, 3)
+                sweep[fam][str(cfg)] = row
+                print(f"tune {fam:5s} {str(cfg):16s} " + " ".join(f"n={n}:{row[n]:9.1f}us" for n in tune_ns), flush=True)
+        result["tune"] = sweep
+        for fam in ("nvfp4", "raw"):
+            for n in tune_ns:
+                best = min((v[n], k) for k, v in sweep[fam].items() if n in v)
+                print(f"best {fam} at n={n}: {best[1]} {best[0]:.1f} us", flush=True)
+        del pools, outs, rawouts
+
+    # the table
+    rows_out = []
+    for n in ns:
+        pool = id_pool(n, args.rows, min(args.reps + args.warmup, max(8, (256 << 20) // (8 * n))))
+        o16 = torch.empty(n, DIM, dtype=torch.float16, device="cuda")
+        oraw = torch.empty(n, W4, dtype=torch.uint8, device="cuda")
+        rec = {"n": n}
+        rec["fp8_us"] = time_eager(lambda ids: fp8_gather(t8, ids, s8, o16), pool, args.reps, args.warmup)
+        rec["nvfp4_us"] = time_eager(lambda ids: nvfp4_gather(t4, ids, gs, o16), pool, args.reps, args.warmup)
+        raw_times = {}
+        for cfg in raw_cfgs:
+            raw_times[str(cfg)] = time_eager(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), pool, 20, 2)
+        best_cfg = min(raw_times, key=raw_times.get)
+        rec["raw_us"], rec["raw_cfg"] = raw_times[best_cfg], best_cfg
+        if n <= GRAPH_MAX_N:
+            rec["fp8_graph_us"] = time_graph(lambda ids: fp8_gather(t8, ids, s8, o16), pool, args.reps, args.warmup)
+            rec["nvfp4_graph_us"] = time_graph(lambda ids: nvfp4_gather(t4, ids, gs, o16), pool, args.reps, args.warmup)
+            g_times = {}
+            for cfg in raw_cfgs:
+                g_times[str(cfg)] = time_graph(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), pool, 20, 2)
+            gbest = min(g_times, key=g_times.get)
+            rec["raw_graph_us"], rec["raw_graph_cfg"] = g_times[gbest], gbest
+        for k in ("fp8", "nvfp4", "raw"):
+            for mode in ("", "_graph"):
+                t = rec.get(f"{k}{mode}_us")
+                if t is None:
+                    continue
+                width = W8 if k == "fp8" else W4
+                rec[f"{k}{mode}_rows_per_s"] = n / (t * 1e-6)
+                rec[f"{k}{mode}_GBps"] = n * width / (t * 1e-6) / 1e9
+                rec[f"{k}{mode}_pct_bulk"] = 100 * rec[f"{k}{mode}_GBps"] / bulk
+        rec["nvfp4_over_fp8"] = rec["fp8_us"] / rec["nvfp4_us"]
+        rec["nvfp4_over_raw"] = rec["raw_us"] / rec["nvfp4_us"]
+        if n <= GRAPH_MAX_N:
+            rec["graph_nvfp4_over_fp8"] = rec["fp8_graph_us"] / rec["nvfp4_graph_us"]
+            rec["graph_nvfp4_vs_raw_latency"] = rec["nvfp4_graph_us"] / rec["raw_graph_us"]
+        rows_out.append(rec)
+        del pool, o16, oraw
+        print(json.dumps(rec), flush=True)
+    result["results"] = rows_out
+
+    # targets
+    tg = []
+    for r in rows_out:
+        n = r["n"]
+        if n >= 262144:
+            tg.append((f"n={n}: nvfp4 >= 0.95x raw rows/s", r["nvfp4_over_raw"], 0.95))
+            tg.append((f"n={n}: nvfp4 >= 1.2x fp8 rows/s", r["nvfp4_over_fp8"], 1.2))
+        if n == 16384:
+            tg.append((f"n={n}: nvfp4 >= 2x fp8 rows/s", r["nvfp4_over_fp8"], 2.0))
+        if n <= GRAPH_MAX_N:
+            tg.append((f"n={n}: graph latency nvfp4 <= fp8 (fp8/nvfp4 >= 1)", r["graph_nvfp4_over_fp8"], 1.0))
+            tg.append((f"n={n}: graph latency nvfp4 <= 1.5x raw (raw*1.5/nvfp4 >= 1)", 1.5 / r["graph_nvfp4_vs_raw_latency"], 1.0))
+    result["targets"] = [{"target": a, "value": b, "need": c, "met": b >= c} for a, b, c in tg]
+
+    print_table(result)
+    (out_dir / "bench.json").write_text(json.dumps(result, indent=1))
+    plot(result, out_dir / "bench.png")
+
+
+def print_table(result):
+    bulk = result["bulk_h2d_GBps"]
+    print(f"\nbulk pinned H2D {bulk:.2f} GB/s; empty launch eager {result['empty_launch_us']['eager']:.1f} us, "
+          f"graph {result['empty_launch_us']['graph']:.1f} us")
+    hdr = f"{'n':>8} | {'kernel':<12} | {'time us':>9} | {'Mrows/s':>9} | {'GB/s':>7} | {'% bulk':>6} | note"
+    print(hdr)
+    print("-" * len(hdr))
+    for r in result["results"]:
+        for k, label in (("fp8", "fp8"), ("nvfp4", "nvfp4"), ("raw", "raw 90B"), ("fp8_graph", "fp8 graph"),
+                         ("nvfp4_graph", "nvfp4 graph"), ("raw_graph", "raw graph")):
+            if f"{k}_us" not in r:
+                continue
+            note = ""
+            if k == "nvfp4":
+                note = f"x{r['nvfp4_over_fp8']:.2f} vs fp8, {r['nvfp4_over_raw']:.2f} of raw"
+            if k == "nvfp4_graph":
+                note = f"x{r['graph_nvfp4_over_fp8']:.2f} vs fp8, {r['graph_nvfp4_vs_raw_latency']:.2f}x raw latency"
+            if k.startswith("raw"):
+                note = r.get(f"{k}_cfg", "")
+            print(f"{r['n']:>8} | {label:<12} | {r[f'{k}_us']:9.1f} | {r[f'{k}_rows_per_s'] / 1e6:9.2f} | "
+                  f"{r[f'{k}_GBps']:7.2f} | {r[f'{k}_pct_bulk']:6.1f} | {note}")
+    print("\ntargets:")
+    for t in result["targets"]:
+        print(f"  {'MET ' if t['met'] else 'MISS'} {t['target']}: {t['value']:.3f} (need {t['need']})")
+
+
+def plot(result, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot", flush=True)
+        return
+    rs = result["results"]
+    ns = [r["n"] for r in rs]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot(ns, [r["nvfp4_rows_per_s"] for r in rs], "o-", label="NVFP4 gather (90 B rows)")
+    ax.plot(ns, [r["fp8_rows_per_s"] for r in rs], "s-", label="FP8 gather, stock design (160 B rows)")
+    ax.plot(ns, [r["raw_rows_per_s"] for r in rs], "^--", label="raw 90 B row copy (ceiling)")
+    small = [r for r in rs if "nvfp4_graph_us" in r]
+    if small:
+        ax.plot([r["n"] for r in small], [r["nvfp4_graph_rows_per_s"] for r in small], "o:", label="NVFP4, CUDA graph")
+        ax.plot([r["n"] for r in small], [r["fp8_graph_rows_per_s"] for r in small], "s:", label="FP8, CUDA graph")
+    bulk = result["bulk_h2d_GBps"] * 1e9
+    ax.axhline(bulk / W4, color="k", lw=1, label=f"bus limit, 90 B rows ({result['bulk_h2d_GBps']:.0f} GB/s bulk)")
+    ax.axhline(bulk / W8, color="gray", lw=1, ls="--", label="bus limit, 160 B rows")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("rows gathered per call (n)")
+    ax.set_ylabel("rows / s")
+    ax.set_title(f"PLE gather from pinned host memory, {result['env']['gpu']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
