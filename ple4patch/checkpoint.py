@@ -801,8 +801,10 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
             form = layout  # neither: judge it by the form most shards use
         if s is None and split_form:
             problems.append(
-                Problem("missing_block_scale", f"missing: {w.name} holds only the codes ({w.describe()})",
-                        full(f"shard_{i}.{SHARD_BLOCK_SCALE}"), f"{BLOCK_SCALE_DTYPE} [{rows}, {scale_w}]")
+                Problem("missing_block_scale",
+                        f"missing: shard_{i}.{SHARD_WEIGHT} holds only the codes ({w.describe()})",
+                        full(f"shard_{i}.{SHARD_BLOCK_SCALE}"),
+                        f"{BLOCK_SCALE_DTYPE} (or {NVFP4_CODES_DTYPE}) [{rows}, {scale_w}]")
             )
             continue
         exp = _expected_weight(form, head_dim, rows)

@@ -178,3 +178,18 @@ def make(root: Path, layout: str = "nvfp4_rowpacked", *, dtype: str | None = "au
     tensors = table_tensors(cfg, layout, **{k: kw.pop(k) for k in list(kw) if k in ("global_scale", "seed")})
     tensors.update(other_tensors())
     return write(root, cfg, tensors, **kw)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python tests/ckpt_factory.py OUT [LAYOUT]`: a checkpoint shaped like the real model in
+    names and config (head_dim 160, 128 shards, PLE on layer 2), tiny in size (the README's example)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    out, layout = Path(args[0]), (args[1] if len(args) > 1 else "nvfp4_rowpacked")
+    make(out, layout, head_dim=160, heads_per_ngram=8, base=1000, divisor=128, parts=128, files=4)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
