@@ -569,6 +569,7 @@ def _restore(a: Assessment, manifest: Manifest, clean: bool, notes: list[str]) -
     fsio.atomic_write(e.target, data, like=e.target, fault_temp=True)
     fsio.fault("after-replace")
     fsio.remove(a.backup_path)
+    fsio.fault("after-backup-removed")
     removed = fsio.clean_pycache(e.target)
     fsio.fault("after-pycache")
     notes = notes + _clean_set_aside(e.target, clean)

@@ -37,8 +37,12 @@ FAULT_POINTS = (
     "after-pins",  # apply --allow-unknown: the local pins are written
     "after-temp",  # the new target bytes are in a fsync'ed temp file, not yet renamed
     "after-replace",  # the target holds its new bytes (backup not yet removed on revert)
+    "after-backup-removed",  # revert: the backup is gone, bytecode not yet cleaned
     "after-pycache",  # stale bytecode removed; the command is about to finish
 )
+# The points each command passes through (in order).
+APPLY_FAULT_POINTS = ("after-lock", "after-backup", "after-pins", "after-temp", "after-replace", "after-pycache")
+REVERT_FAULT_POINTS = ("after-lock", "after-temp", "after-replace", "after-backup-removed", "after-pycache")
 
 
 def fault(point: str) -> None:

@@ -1,0 +1,182 @@
+"""The CLI end to end (subprocesses), exit codes, --json, crash points, and the manifest pin check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import enginekit
+from enginekit import cli_env, run_cli
+from ple4patch import cli, errors
+from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_POINTS, REVERT_FAULT_POINTS
+from ple4patch.state import backup_path
+
+TEST_MANIFEST = enginekit.REPO / "tests" / "fixtures" / "standin_manifest.json"
+
+
+def standin_bytes() -> bytes:
+    path = enginekit.standin_file()
+    if path is None:
+        pytest.skip("the stand-in engine is not there yet")
+    return path.read_bytes()
+
+
+@pytest.fixture
+def standin_venv(wheelhouse, engine_venv):
+    return engine_venv(wheelhouse.engine(standin_bytes(), version="1.5.1.dev945+gfe67339dd"))
+
+
+def jrun(*args, env=None):
+    proc = run_cli(*args, "--json", env=env)
+    data = json.loads(proc.stdout)
+    assert data["schema_version"] == 1 and data["exit_code"] == proc.returncode
+    return proc.returncode, data
+
+
+def test_cli_cycle_json(standin_venv):
+    env = cli_env([TEST_MANIFEST])
+    target = enginekit.target_of(standin_venv)
+    pristine = target.read_bytes()
+    rc, d = jrun("status", standin_venv, env=env)
+    assert (rc, d["state"], d["engine"]["version"]) == (0, "pristine", "1.5.1.dev945+gfe67339dd")
+    rc, d = jrun("apply", standin_venv, "--dry-run", env=env)
+    assert rc == 0 and d["dry_run"] and d["diff"].startswith("--- a/") and target.read_bytes() == pristine
+    rc, d = jrun("apply", standin_venv, env=env)
+    assert (rc, d["changed"], d["state"]) == (0, True, "patched")
+    rc, d = jrun("apply", standin_venv, env=env)
+    assert (rc, d["changed"]) == (0, False)
+    rc, d = jrun("verify", standin_venv, env=env)
+    assert rc == 0 and d["ok"]
+    rc, d = jrun("revert", standin_venv, env=env)
+    assert (rc, d["restored"]) == (0, True)
+    assert target.read_bytes() == pristine and not backup_path(target).exists()
+    rc, d = jrun("verify", standin_venv, env=env)
+    assert rc == errors.EXIT_VERIFY_FAILED and d["error"]["kind"] == "verify_failed"
+
+
+def test_cli_text_and_virtual_env_default(standin_venv):
+    env = cli_env([TEST_MANIFEST], VIRTUAL_ENV=str(standin_venv))
+    proc = run_cli("apply", "--dry-run", env=env)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("--- a/vllm/models/qwen4_exp/nvidia/ple_layer.py")
+    assert "dry run: nothing written" in proc.stdout
+    proc = run_cli("status", env=env)
+    assert proc.returncode == 0 and "state:   pristine" in proc.stdout
+
+
+def test_cli_unknown_file_exit_code_then_allow_unknown(standin_venv):
+    env = cli_env()  # the shipped manifest only: the stand-in is unknown to it
+    proc = run_cli("apply", standin_venv, env=env)
+    assert proc.returncode == errors.EXIT_UNPINNED
+    assert "--dry-run" in proc.stderr and "--allow-unknown" in proc.stderr and proc.stderr.count("\n") == 1
+    assert run_cli("apply", standin_venv, "--allow-unknown", env=env).returncode == 0
+    for cmd in ("apply", "verify", "revert"):
+        assert run_cli(cmd, standin_venv, env=env).returncode == 0, cmd
+    rc, d = jrun("status", standin_venv, env=env)
+    assert d["state"] == "pristine" and d["pin"]["source"] == "local"
+
+
+def test_cli_refusals(tmp_path, new_venv):
+    rc, d = jrun("apply", tmp_path / "missing")
+    assert rc == errors.EXIT_ENGINE_NOT_FOUND and d["error"]["reason"] == "no_venv"
+    rc, d = jrun("status", new_venv())
+    assert rc == errors.EXIT_ENGINE_NOT_FOUND and d["state"] == "not_installed"
+    proc = run_cli("apply", "--no-such-option")
+    assert proc.returncode == errors.EXIT_USAGE
+    proc = run_cli("apply", tmp_path / "missing")
+    assert proc.returncode == errors.EXIT_ENGINE_NOT_FOUND
+    assert proc.stderr.startswith("ple4patch apply: error: no such venv")
+
+
+def test_bad_extra_manifest_is_a_usage_error(standin_venv, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    rc, d = jrun("status", standin_venv, env=cli_env([bad]))
+    assert rc == errors.EXIT_USAGE and "bad.json" in d["error"]["message"]
+
+
+def test_unexpected_exception_is_internal_error(capsys):
+    def boom():
+        raise RuntimeError("kaboom")
+
+    with pytest.raises(SystemExit) as info:
+        cli.run_action("status", False, boom)
+    assert info.value.code == errors.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "internal error" in err and "kaboom" in err and "report" in err
+
+
+def test_status_imports_no_libcst_torch_or_engine(standin_venv):
+    code = (
+        "import sys\n"
+        "from ple4patch.cli import main\n"
+        "try:\n"
+        f"    main(['status', {str(standin_venv)!r}, '--json'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('libcst', 'torch', 'triton', 'vllm', 'numpy'))\n"
+        "print('HEAVY', bad)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env([TEST_MANIFEST]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("HEAVY []")
+
+
+def test_python_dash_m_and_version():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("ple4patch, version")
+
+
+def test_fault_points_cover_both_commands():
+    assert set(APPLY_FAULT_POINTS) | set(REVERT_FAULT_POINTS) == set(FAULT_POINTS)
+
+
+@pytest.mark.parametrize("point", [p for p in FAULT_POINTS if p != "after-pins"])
+def test_killed_apply_then_revert_leave_a_whole_file(point, standin_venv):
+    """SIGKILL apply/revert at each writing step: the target is always whole, a re-run finishes."""
+    env = cli_env([TEST_MANIFEST])
+    target = enginekit.target_of(standin_venv)
+    pristine = target.read_bytes()
+    proc = run_cli("apply", standin_venv, env={**env, "PLE4PATCH_FAULT": point})
+    assert proc.returncode == (-9 if point in APPLY_FAULT_POINTS else 0), proc.stderr
+    patched_or_not = target.read_bytes()
+    rc, d = jrun("status", standin_venv, env=env)
+    assert d["state"] in ("pristine", "patched")
+    assert (patched_or_not == pristine) == (d["state"] == "pristine")
+    assert run_cli("apply", standin_venv, env=env).returncode == 0
+    assert run_cli("verify", standin_venv, env=env).returncode == 0
+    assert not list(target.parent.glob(".ple4patch-tmp-*"))
+
+    proc = run_cli("revert", standin_venv, env={**env, "PLE4PATCH_FAULT": point})
+    assert proc.returncode == (-9 if point in REVERT_FAULT_POINTS else 0), proc.stderr
+    rc, d = jrun("status", standin_venv, env=env)
+    assert d["state"] in ("pristine", "patched")
+    assert run_cli("revert", standin_venv, env=env).returncode == 0
+    assert target.read_bytes() == pristine and not backup_path(target).exists()
+
+
+def test_killed_allow_unknown_apply_after_pins(standin_venv):
+    env = cli_env()
+    target = enginekit.target_of(standin_venv)
+    proc = run_cli("apply", standin_venv, "--allow-unknown", env={**env, "PLE4PATCH_FAULT": "after-pins"})
+    assert proc.returncode == -9
+    rc, d = jrun("status", standin_venv, env=env)
+    assert d["state"] == "pristine" and d["pin"]["source"] == "local"
+    assert run_cli("apply", standin_venv, env=env).returncode == 0
+    assert run_cli("verify", standin_venv, env=env).returncode == 0
+    assert target.is_file()
+
+
+def test_shipped_manifest_is_up_to_date_with_the_transform():
+    """Fails when the transform's output changed and `make pin` was not run."""
+    proc = subprocess.run(
+        [sys.executable, str(enginekit.REPO / "tools" / "pin_manifest.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "up to date: ple4patch/patches/ple_layer.json" in proc.stdout
+    assert "up to date: tests/fixtures/standin_manifest.json" in proc.stdout
