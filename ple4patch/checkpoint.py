@@ -58,6 +58,7 @@ LAYOUT_CONFIG_DTYPE = {
 #: ModelOpt ``quantization_config.quantized_layers[...].quant_algo`` for the table, when the
 #: config has no ``ple_embedding_dtype`` (the stock engine resolves FP8 storage that way).
 QUANT_ALGO_LAYOUT = {"FP8": LAYOUT_FP8, "NVFP4": LAYOUT_SPLIT}
+QUANT_SOURCE = "quantization_config.quantized_layers"
 
 NVFP4 = "nvfp4"  # the family: row-packed and split shards (the patched loader takes both, per shard)
 NVFP4_LAYOUTS = (LAYOUT_ROWPACKED, LAYOUT_SPLIT)
@@ -330,7 +331,7 @@ def read_config(raw: dict[str, Any]) -> PleConfig:
                 algo = algos.pop()
                 layout = QUANT_ALGO_LAYOUT.get(algo)
                 dtype = {LAYOUT_FP8: "float8_e4m3fn"}.get(layout or "", algo.lower())
-                source = "quantization_config.quantized_layers"
+                source = QUANT_SOURCE
 
     head_dim = None
     embed, ngram, heads = (_int(text.get(k)) for k in ("ple_embed_dim", "ngram_size", "heads_per_ngram"))
@@ -704,12 +705,16 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
                     f"or {FP8_WEIGHT_DTYPE} [rows, D] ({LAYOUT_FP8})",
                 )
             )
-    elif cfg.dtype is None:
+    elif cfg.dtype is None or (cfg.dtype_source == QUANT_SOURCE and cfg.dtype != want_dtype):
+        why = (
+            f" (quantization_config lists the table as {cfg.dtype!r}, which the engine does not key on)"
+            if cfg.dtype is not None
+            else ""
+        )
         problems.append(
             Problem(
                 "config_dtype",
-                f"does not set {dtype_key}, so the engine will not read the table as "
-                f"{layout}",
+                f"does not set {dtype_key}, so the engine will not read the table as {layout}{why}",
                 file=CONFIG_FILE,
                 expected=f"{dtype_key} = {want_dtype!r}",
             )
@@ -720,6 +725,16 @@ def analyze_table(ckpt: Checkpoint, prefix: str, leaves: dict[str, TensorInfo]) 
             Problem(
                 "config_dtype",
                 f"says {dtype_key} = {cfg.dtype!r}{source} but the tensors hold the {layout} layout",
+                file=CONFIG_FILE,
+                expected=f"{dtype_key} = {want_dtype!r}",
+            )
+        )
+    elif cfg.dtype_source == QUANT_SOURCE:
+        warnings.append(
+            Problem(
+                "config_dtype",
+                "the FP8 table is declared only in quantization_config.quantized_layers: 1Cat-vLLM "
+                f"1.5.1 and later read that, 1.5.0 needs {dtype_key}",
                 file=CONFIG_FILE,
                 expected=f"{dtype_key} = {want_dtype!r}",
             )

@@ -292,6 +292,15 @@ def test_modelopt_quant_config_selects_fp8(tmp_path: Path, meminfo) -> None:
     report = inspect(root, meminfo())
     assert report.ok, [p.line() for p in report.problems]
     assert report.ckpt.config.dtype_source == "quantization_config.quantized_layers"
+    assert [w.code for w in report.warnings] == ["config_dtype"]  # 1.5.0 needs the key
+
+    # NVIDIA's NVFP4 entry does not select the patched loader: the key must be set
+    cfg["quantization_config"]["quantized_layers"][PRE]["quant_algo"] = "NVFP4"
+    root = cf.write(tmp_path / "n", cfg, cf.table_tensors(cfg, "nvfp4_split"))
+    report = inspect(root, meminfo())
+    assert [p.code for p in report.problems] == ["config_dtype"]
+    assert "quantization_config lists the table as 'nvfp4'" in report.problems[0].message
+    assert report.problems[0].expected == "text_config.ple_embedding_dtype = 'nvfp4_rowpacked'"
 
 
 def test_duplicate_shard_across_files(tmp_path: Path, meminfo) -> None:
