@@ -600,3 +600,20 @@ def test_expectations_align_with_the_loader() -> None:
     for leaf in (ck.SHARD_WEIGHT, ck.SHARD_BLOCK_SCALE, ck.SHARD_GLOBAL_SCALE):
         assert f'"{leaf}"' in text
     assert f'"ngram_embedding.{ck.TABLE_FP8_SCALE}"' in text  # refused under nvfp4_rowpacked
+
+
+def test_scan_progress_bar_on_a_terminal(tmp_path: Path, meminfo, monkeypatch) -> None:
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    report = inspect(cf.make(tmp_path / "c"), meminfo(), scan=True, progress=True)
+    assert report.ok and report.scan.bytes_read == ROWS * 18
+    assert "scanning PLE data" in err.getvalue() and "100%" in err.getvalue()
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    inspect(cf.make(tmp_path / "d"), meminfo(), scan=True, progress=False)
+    assert sys.stderr.getvalue() == ""
