@@ -1,0 +1,57 @@
+# ple4patch: `make` (= `make demo`), `make test`, `make pin`.
+# Every target does its own set-up on a fresh machine: the venvs below are created
+# and filled on first use (torch 2.13.0 is the CPU build that lies on local disk).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ple4patch-installed
+# A second venv with the newest Triton: the kernel must compile there too.
+TL_VENV ?= .venv-triton-latest
+TL_PY := $(TL_VENV)/bin/python
+TL_STAMP := $(TL_VENV)/.ple4patch-installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := demo
+.PHONY: demo test test-main test-triton-latest pin venv clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): setup.cfg pyproject.toml | $(PY)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q triton==3.6.0
+	$(PY) -m pip install -q -e '.[kernels,test]'
+	touch $@
+
+venv: $(STAMP)
+
+$(TL_PY):
+	$(PYTHON) -m venv $(TL_VENV)
+
+$(TL_STAMP): | $(TL_PY)
+	$(TL_PY) -m pip install -q torch==2.13.0
+	$(TL_PY) -m pip install -q triton==3.9.0 pytest numpy
+	touch $@
+
+## demo: build the stand-in engine wheel, install it in a throw-away venv,
+##       dry-run -> apply -> status -> verify -> revert
+demo: $(STAMP)
+	$(PY) tools/demo.py
+
+## test: the whole suite (the engine's Triton 3.6), then the kernel compile
+##       tests under the newest Triton. pytest's exit 5 (no tests) fails make.
+test: test-main test-triton-latest
+
+test-main: $(STAMP)
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test-triton-latest: $(TL_STAMP)
+	$(TL_PY) -m pytest -q -ra -p no:cacheprovider tests/test_nvfp4_compile.py
+
+## pin: re-pin the manifests from the transform's output (after changing the injected code)
+pin: $(STAMP)
+	$(PY) tools/pin_manifest.py
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""Data only: the manifest pins (*.json) shipped with ple4patch."""
