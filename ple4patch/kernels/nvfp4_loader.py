@@ -445,8 +445,7 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
             self._ple4_allocate().zero_()
             self.ple4_global_scale = torch.ones(1, dtype=torch.float32)
             self._ple4_scale_source = "dummy load"
-        missing = self.ple4_missing()
-        if missing:
+        elif missing := self.ple4_missing():
             raise RuntimeError(
                 f"NVFP4 PLE table {self.layer_name}: loading ended without "
                 + " and ".join(missing)
