@@ -20,6 +20,7 @@ from ple4patch.errors import (
     EXIT_INTERNAL,
     LockTimeout,
     ModifiedFile,
+    NotWritable,
     Ple4Error,
     TransformError,
     UnpinnedFile,
@@ -322,3 +323,37 @@ def test_write_backup_never_overwrites_other_bytes(tmp_path):
     with pytest.raises(ModifiedFile):
         fsio.write_backup(bak, b"two", like=like)
     assert bak.read_bytes() == b"one"
+
+
+def test_write_error_is_not_writable_and_loses_nothing(venv_a, monkeypatch):
+    import errno
+
+    target = enginekit.target_of(venv_a)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(dst) == str(target):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(NotWritable, match="read-only"):
+        do(actions.apply, venv_a)
+    assert target.read_bytes() == PRISTINE_A
+    assert not list(target.parent.glob(".ple4patch-tmp-*"))
+    monkeypatch.setattr(os, "replace", real_replace)
+    # the backup written before the failure is the pristine file: status and a re-run are fine
+    r = do(actions.status, venv_a)
+    assert (r.data["state"], r.data["backup"]["state"]) == ("pristine", "present")
+    assert do(actions.apply, venv_a).data["changed"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_read_only_directory_not_writable(venv_a):
+    target = enginekit.target_of(venv_a)
+    os.chmod(target.parent, 0o555)
+    try:
+        with pytest.raises(NotWritable):
+            do(actions.apply, venv_a)
+    finally:
+        os.chmod(target.parent, 0o755)

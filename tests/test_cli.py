@@ -180,3 +180,16 @@ def test_shipped_manifest_is_up_to_date_with_the_transform():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "up to date: ple4patch/patches/ple_layer.json" in proc.stdout
     assert "up to date: tests/fixtures/standin_manifest.json" in proc.stdout
+
+
+def test_concurrent_applies_serialise(standin_venv):
+    env = cli_env([TEST_MANIFEST])
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "ple4patch", "apply", str(standin_venv), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=enginekit.REPO)
+        for _ in range(3)
+    ]
+    results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert [r["exit_code"] for r in results] == [0, 0, 0]
+    assert sorted(r["changed"] for r in results) == [False, False, True]
+    assert run_cli("verify", standin_venv, env=env).returncode == 0
