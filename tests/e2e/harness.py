@@ -169,6 +169,7 @@ def checkpoint(table: torch.Tensor, parts: int, dim: int, *, layout: str, global
 
 
 def buffers_of(model) -> list[tuple[str, torch.Tensor]]:
-    """The model's persistent hash buffers as checkpoint tensors (the stock loader's share)."""
+    """The model's persistent hash buffers as checkpoint tensors (the stock loader's share),
+    each value changed by +1 so a test can see that the stock loader copied them."""
     names = ("layer_multipliers", "ngram_heads_offsets", "ngram_heads_vocab_sizes")
-    return [(n, getattr(model, n).clone()) for n in names if hasattr(model, n)]
+    return [(n, getattr(model, n).clone() + 1) for n in names if hasattr(model, n)]
