@@ -341,19 +341,31 @@ def apply(
         if a.state is State.MISSING:
             engine.require_target()
         if a.state is State.PATCHED:
-            return _already_patched(a)
+            return _already_patched(a, _tidy_leftovers(engine.target))
         plan = _plan(a, full, allow_unknown, False, get_transform())
         return _write_apply(a, plan)
 
 
-def _already_patched(a: Assessment) -> Result:
+def _tidy_leftovers(target: Path) -> list[str]:
+    """What a killed run can leave when this run has nothing to write: temp files, and
+    bytecode of the old bytes (killed between the replace and the bytecode clean-up)."""
+    notes = [f"removed a temp file left by an interrupted run: {p.name}"
+             for p in fsio.remove_temp_leftovers(temp_leftovers(target))]
+    removed = fsio.clean_stale_pycache(target)
+    if removed:
+        notes.append(f"removed {len(removed)} stale bytecode file(s) left by an interrupted run")
+    return notes
+
+
+def _already_patched(a: Assessment, tidied: list[str] = ()) -> Result:
     msg = f"already patched ({a.patch_id}; {a.pin.label if a.pin else '-'}): nothing changed"
     if a.backup is not BackupState.PRESENT:
         msg += (
             f"; warning: the backup is {a.backup.value}, so `revert` cannot restore the pristine "
             f"file (reinstall the engine instead: {_reinstall_hint(a.engine)})"
         )
-    return Result("apply", EXIT_OK, msg, {**_report(a), "changed": False})
+    msg = "\n".join([msg] + [f"note: {n}" for n in tidied])
+    return Result("apply", EXIT_OK, msg, {**_report(a), "changed": False, "notes": a.notes + list(tidied)})
 
 
 def _apply_dry_run(a: Assessment, manifest: Manifest, allow_unknown: bool,
@@ -533,6 +545,9 @@ def revert(
             )
         # pristine or as shipped: nothing to restore
         msg = f"nothing to revert: {engine.target} is {_state_line(a)}"
+        removed = fsio.clean_stale_pycache(engine.target)
+        if removed:
+            notes.append(f"removed {len(removed)} stale bytecode file(s) left by an interrupted run")
         if a.backup is BackupState.PRESENT:
             fsio.remove(a.backup_path)
             notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib.util
 import os
 import secrets
 import signal
@@ -229,6 +230,55 @@ def clean_pycache(target: Path) -> list[Path]:
     cache = target.parent / "__pycache__"
     removed = []
     for pyc in sorted(cache.glob(f"{target.stem}.*.pyc")):
+        try:
+            os.unlink(pyc)
+            removed.append(pyc)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _not_writable(pyc, exc, "remove") from None
+    return removed
+
+
+def _pyc_is_of(pyc: bytes, source: bytes, st: os.stat_result) -> bool:
+    """Would the interpreter run this .pyc for `source`, and is it really compiled from it?
+
+    Timestamp pycs and checked-hash pycs are validated by the interpreter at import, but an
+    unchecked-hash pyc (reproducible/distro builds) is used whatever the source says: one
+    left from the old bytes would keep running the old code.
+    """
+    if len(pyc) < 16:
+        return False
+    flags = int.from_bytes(pyc[4:8], "little")
+    if flags & 0b1:  # hash-based
+        if pyc[:4] == importlib.util.MAGIC_NUMBER:
+            return pyc[8:16] == importlib.util.source_hash(source)
+        return bool(flags & 0b10)  # another Python's: only a checked one is safe to keep
+    mtime = int.from_bytes(pyc[8:12], "little")
+    size = int.from_bytes(pyc[12:16], "little")
+    return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
+
+
+def clean_stale_pycache(target: Path) -> list[Path]:
+    """Remove the target's pycs that are not provably compiled from its current bytes.
+
+    For runs that find nothing to write (already patched, nothing to revert): a run killed
+    between the replace and `clean_pycache` leaves stale bytecode behind it.
+    """
+    try:
+        source = target.read_bytes()
+        st = os.stat(target)
+    except OSError:
+        return []
+    removed = []
+    for pyc in sorted((target.parent / "__pycache__").glob(f"{target.stem}.*.pyc")):
+        try:
+            with open(pyc, "rb") as fh:
+                head = fh.read(16)
+        except OSError:
+            head = b""
+        if _pyc_is_of(head, source, st):
+            continue
         try:
             os.unlink(pyc)
             removed.append(pyc)
