@@ -1,0 +1,188 @@
+"""Crash at every writing step: apply and revert SIGKILLed through the fault points.
+
+The real CLI and the real transform on the stand-in engine (pinned by the test manifest),
+installed by pip. Before each kill an unchecked-hash .pyc of the current file is put in
+__pycache__ (what reproducible/distro builds ship; the interpreter never checks it against
+the source), so a crash that leaves stale bytecode would show. After the kill:
+
+- the target is byte-identical to the pristine or to the patched output (sha256 pins);
+- the backup is absent or holds exactly the pristine bytes, and never is the target
+  patched while its backup is gone;
+- the only temp file is the one the `after-temp` kill left, whole (the bytes that were
+  about to land), and `status` names it as a leftover;
+- the dead process holds no lock: the re-run gets it at once;
+- a re-run (apply, or revert) converges: apply -> verify 0, revert -> pristine and no
+  backup; no temp file is left; a fresh interpreter loads exactly the current source.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+import enginekit
+import reliakit as rk
+from ple4patch import actions
+from ple4patch import manifest as m
+from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_ENV, LOCK_TIMEOUT_ENV, REVERT_FAULT_POINTS
+from ple4patch.state import backup_path
+
+KILLED = -signal.SIGKILL
+
+# What each kill leaves: (target is patched?, backup present?, a temp file left?)
+APPLY_LEAVES = {
+    "after-lock": (False, False, False),
+    "after-backup": (False, True, False),
+    "after-temp": (False, True, True),
+    "after-replace": (True, True, False),
+    "after-pycache": (True, True, False),
+}
+REVERT_LEAVES = {
+    "after-lock": (True, True, False),
+    "after-temp": (True, True, True),
+    "after-replace": (False, True, False),
+    "after-backup-removed": (False, False, False),
+    "after-pycache": (False, False, False),
+}
+
+
+def test_tables_cover_every_fault_point():
+    assert set(APPLY_LEAVES) | {"after-pins"} == set(APPLY_FAULT_POINTS)
+    assert set(REVERT_LEAVES) == set(REVERT_FAULT_POINTS)
+
+
+@pytest.fixture(scope="session")
+def pinned(tmp_path_factory):
+    """(manifest file, pin) of the stand-in under the current transform."""
+    return rk.standin_manifest(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def standin_tpl(wheelhouse, tmp_path_factory):
+    data = rk.standin_bytes()
+    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
+                       wheelhouse.engine(data, version="1.5.1"))
+
+
+@pytest.fixture(scope="session")
+def patched_tpl(standin_tpl, pinned, tmp_path_factory):
+    venv = rk.clone(standin_tpl, tmp_path_factory.mktemp("crash") / "patched")
+    proc = rk.run_real("apply", venv, env=rk.env_with([pinned[0]]))
+    assert proc.returncode == 0, proc.stderr
+    return venv
+
+
+@pytest.fixture
+def pin(pinned):
+    return pinned[1]
+
+
+def manifest() -> m.Manifest:
+    return m.load(rk.extra_manifests(), use_env=False)
+
+
+def env(**extra) -> dict:
+    return rk.env_with(rk.extra_manifests(), **{LOCK_TIMEOUT_ENV: "3", **extra})
+
+
+def check_after_kill(venv, pin, patched: bool, has_backup: bool, has_temp: bool, temp_holds: str) -> None:
+    target = enginekit.target_of(venv)
+    assert rk.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256)
+    assert rk.backup_sha(target) == (pin.pristine_sha256 if has_backup else None)
+    temps = rk.temps(target)
+    if has_temp:
+        assert len(temps) == 1 and rk.sha(temps[0]) == temp_holds, "the temp file is whole"
+    else:
+        assert temps == []
+    r = actions.status(venv, manifest=manifest())
+    assert r.exit_code == 0
+    assert r.data["state"] == ("patched" if patched else "pristine")
+    assert r.data["backup"]["state"] == ("present" if has_backup else "absent")
+    assert any("interrupted run" in n for n in r.data["notes"]) == has_temp
+
+
+def check_converged(venv, pin, patched: bool) -> None:
+    target = enginekit.target_of(venv)
+    assert rk.temps(target) == []
+    if patched:
+        assert actions.verify(venv, manifest=manifest()).exit_code == 0
+        assert rk.sha(target) == pin.patched_sha256 and rk.backup_sha(target) == pin.pristine_sha256
+    else:
+        assert rk.sha(target) == pin.pristine_sha256
+        assert not backup_path(target).exists()
+        assert actions.status(venv, manifest=manifest()).data["state"] == "pristine"
+    rk.assert_imports_current_source(venv)
+
+
+@pytest.mark.parametrize("rerun", ["apply", "revert"])
+@pytest.mark.parametrize("point", list(APPLY_LEAVES))
+def test_apply_killed(point, rerun, standin_tpl, pin, tmp_path):
+    venv = rk.clone(standin_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    rk.compile_unchecked(target)
+    proc = rk.run_real("apply", venv, env=env(**{FAULT_ENV: point}))
+    assert proc.returncode == KILLED, proc.stderr
+    patched, has_backup, has_temp = APPLY_LEAVES[point]
+    check_after_kill(venv, pin, patched, has_backup, has_temp, pin.patched_sha256)
+    if point == "after-pycache":
+        assert rk.pycs(target) == []
+
+    proc = rk.run_real(rerun, venv, "--json", env=env())
+    d = rk.json_of(proc)
+    assert proc.returncode == 0, d
+    if rerun == "apply":
+        assert d["changed"] is (not patched)
+    else:
+        assert d["restored"] is patched
+    check_converged(venv, pin, patched=rerun == "apply")
+
+
+@pytest.mark.parametrize("rerun", ["revert", "apply"])
+@pytest.mark.parametrize("point", list(REVERT_LEAVES))
+def test_revert_killed(point, rerun, patched_tpl, pin, tmp_path):
+    venv = rk.clone(patched_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    rk.compile_unchecked(target)
+    proc = rk.run_real("revert", venv, env=env(**{FAULT_ENV: point}))
+    assert proc.returncode == KILLED, proc.stderr
+    patched, has_backup, has_temp = REVERT_LEAVES[point]
+    check_after_kill(venv, pin, patched, has_backup, has_temp, pin.pristine_sha256)
+
+    proc = rk.run_real(rerun, venv, "--json", env=env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_converged(venv, pin, patched=rerun == "apply")
+
+
+def test_allow_unknown_killed_after_pins(standin_tpl, pin, tmp_path):
+    """--allow-unknown killed once its local pin is written: the opt-in is kept, nothing else."""
+    venv = rk.clone(standin_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    shipped_only = rk.env_with(**{LOCK_TIMEOUT_ENV: "3"})
+    proc = rk.run_real("apply", venv, "--allow-unknown", env={**shipped_only, FAULT_ENV: "after-pins"})
+    assert proc.returncode == KILLED
+    assert rk.sha(target) == pin.pristine_sha256 and rk.backup_sha(target) == pin.pristine_sha256
+    assert m.load_local(target).by_pristine(pin.pristine_sha256).patched_sha256 == pin.patched_sha256
+    assert rk.temps(target) == []
+    proc = rk.run_real("apply", venv, env=shipped_only)  # the recorded opt-in stands
+    assert proc.returncode == 0, proc.stderr
+    assert rk.run_real("verify", venv, env=shipped_only).returncode == 0
+    assert rk.run_real("revert", venv, env=shipped_only).returncode == 0
+    assert rk.sha(target) == pin.pristine_sha256 and not backup_path(target).exists()
+
+
+def test_killed_again_and_again(standin_tpl, pin, tmp_path):
+    """Each re-run killed at a later step than the one before, apply then revert: still whole."""
+    venv = rk.clone(standin_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    for command, points in (("apply", APPLY_LEAVES), ("revert", REVERT_LEAVES)):
+        for point in points:
+            proc = rk.run_real(command, venv, env=env(**{FAULT_ENV: point}))
+            # 0: an earlier kill left nothing for this run to do past that step
+            assert proc.returncode in (KILLED, 0), (command, point, proc.stderr)
+            assert rk.sha(target) in (pin.pristine_sha256, pin.patched_sha256)
+            if rk.sha(target) == pin.patched_sha256:
+                assert rk.backup_sha(target) == pin.pristine_sha256
+        proc = rk.run_real(command, venv, env=env())
+        assert proc.returncode == 0, proc.stderr
+        check_converged(venv, pin, patched=command == "apply")
