@@ -2,8 +2,9 @@
 
 Used by the reliability tests where ple4patch runs hundreds of times (races): locking,
 fault points, writes, exit codes and JSON are the real ones; only the libcst transform
-(about a second per run) is replaced. `PLE4_TEST_START_AT=<time.time() value>` makes
-every process of a race start at the same instant.
+(about a second per run) is replaced. With `PLE4_TEST_BARRIER=<dir>` the process, once
+imported, creates `<dir>/ready-<pid>` and waits for `<dir>/go`: every process of a race
+starts its command at the same instant.
 """
 
 import os
@@ -18,10 +19,11 @@ from ple4patch import actions, cli  # noqa: E402
 
 actions._default_patch_source = lambda: fake_patch
 
-start_at = os.environ.get("PLE4_TEST_START_AT")
-if start_at:
-    delay = float(start_at) - time.time()
-    if delay > 0:
-        time.sleep(delay)
+barrier = os.environ.get("PLE4_TEST_BARRIER")
+if barrier:
+    Path(barrier, f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while not Path(barrier, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 cli.main(sys.argv[1:], prog_name="ple4patch")

@@ -1,0 +1,185 @@
+"""Races: concurrent ple4patch processes on one venv, and a lock held too long.
+
+The processes are the real CLI (locking, writes, JSON, exit codes) with the tiny test
+transform (`reliability_driver.py`), so twenty rounds stay fast; one round with the real
+transform shows the same with libcst running under the lock. Every process of a round is
+started first and released at the same instant.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import enginekit
+import reliakit as rk
+from fakepatch import PRISTINE_A, fake_manifest, fake_patch
+from ple4patch import actions
+from ple4patch import manifest as m
+from ple4patch.errors import EXIT_LOCK_TIMEOUT
+from ple4patch.fsio import LOCK_NAME, LOCK_TIMEOUT_ENV
+from ple4patch.state import backup_path
+
+ROUNDS = 20
+PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
+MAN = fake_manifest(PRISTINE_A)
+
+
+def verify_then_revert(venv) -> None:
+    """In this process (same code as the CLI's): the result verifies, then back to pristine."""
+    assert actions.verify(venv, manifest=MAN).exit_code == 0
+    r = actions.revert(venv, manifest=MAN)
+    assert r.data["restored"] is True
+
+
+@pytest.fixture(scope="session")
+def fake_tpl(wheelhouse, tmp_path_factory):
+    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-a",
+                       wheelhouse.engine(PRISTINE_A, version="1.5.0"))
+
+
+@pytest.fixture(scope="session")
+def fake_man(tmp_path_factory):
+    return rk.fake_manifest_file(tmp_path_factory.getbasetemp())
+
+
+_barriers = itertools.count()
+
+
+def race(cmds: list[list[str]], env: dict, tmp: Path) -> list[subprocess.CompletedProcess]:
+    """Start every command, release them all at once when all are ready, wait for all."""
+    barrier = tmp / f"barrier-{next(_barriers)}"
+    barrier.mkdir()
+    env = {**env, "PLE4_TEST_BARRIER": str(barrier)}
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for c in cmds]
+    barrier_ready = [c for c in cmds if str(rk.DRIVER) in c]
+    deadline = time.monotonic() + 60
+    while len(list(barrier.glob("ready-*"))) < len(barrier_ready) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    (barrier / "go").touch()
+    out = []
+    for p, c in zip(procs, cmds):
+        stdout, stderr = p.communicate(timeout=60)
+        out.append(subprocess.CompletedProcess(c, p.returncode, stdout, stderr))
+    return out
+
+
+def state_of(venv, man) -> tuple[str, str]:
+    r = actions.status(venv, manifest=m.load([man], use_env=False))
+    return r.data["state"], r.data["backup"]["state"]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_concurrent_applies_exactly_one_writes(n, fake_tpl, fake_man, tmp_path):
+    venv = rk.clone(fake_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    for round_ in range(ROUNDS):
+        results = race([rk.fake_cmd("apply", venv, "--json")] * n, env, tmp_path)
+        datas = [rk.json_of(p) for p in results]
+        assert [p.returncode for p in results] == [0] * n, [p.stderr for p in results]
+        assert sorted(d["changed"] for d in datas) == [False] * (n - 1) + [True], (round_, datas)
+        assert all(d["state"] == "patched" for d in datas)
+        assert target.read_bytes() == PATCHED_A and backup_path(target).read_bytes() == PRISTINE_A
+        assert rk.temps(target) == []
+        verify_then_revert(venv)
+        assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_concurrent_reverts_exactly_one_restores(n, fake_tpl, fake_man, tmp_path):
+    venv = rk.clone(fake_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    for _ in range(5):
+        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+        results = race([rk.fake_cmd("revert", venv, "--json")] * n, env, tmp_path)
+        datas = [rk.json_of(p) for p in results]
+        assert sorted(d["restored"] for d in datas) == [False] * (n - 1) + [True]
+        assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
+        assert rk.temps(target) == []
+
+
+def test_apply_racing_revert_ends_consistent(fake_tpl, fake_man, tmp_path):
+    venv = rk.clone(fake_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    seen = set()
+    for round_ in range(12):
+        if round_ % 2:  # start patched half of the time
+            assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+        cmds = [rk.fake_cmd("apply", venv, "--json"), rk.fake_cmd("revert", venv, "--json")]
+        if round_ % 4 >= 2:
+            cmds.reverse()
+        results = race(cmds, env, tmp_path)
+        assert [p.returncode for p in results] == [0, 0], [p.stderr for p in results]
+        state = state_of(venv, fake_man)
+        seen.add(state)
+        assert state in (("patched", "present"), ("pristine", "absent")), state
+        if state[0] == "patched":
+            assert target.read_bytes() == PATCHED_A and backup_path(target).read_bytes() == PRISTINE_A
+            verify_then_revert(venv)  # next round from pristine
+        else:
+            assert target.read_bytes() == PRISTINE_A
+        assert rk.temps(target) == []
+    assert seen  # which order won is up to the scheduler; each outcome above is consistent
+
+
+def test_concurrent_applies_real_transform(wheelhouse, tmp_path_factory, tmp_path):
+    """Four `python -m ple4patch apply` at once with libcst running under the lock."""
+    man, pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
+    tpl = rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
+                      wheelhouse.engine(rk.standin_bytes(), version="1.5.1"))
+    venv = rk.clone(tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    env = rk.env_with([man], **{LOCK_TIMEOUT_ENV: "60"})
+    cmd = [enginekit.PY, "-m", "ple4patch", "apply", str(venv), "--json"]
+    results = race([cmd] * 4, env, tmp_path)
+    datas = [rk.json_of(p) for p in results]
+    assert sorted(d["changed"] for d in datas) == [False, False, False, True]
+    assert rk.sha(target) == pin.patched_sha256 and rk.backup_sha(target) == pin.pristine_sha256
+    assert rk.run_real("verify", venv, env=env).returncode == 0
+
+
+def hold_lock(venv):
+    fd = os.open(enginekit.target_of(venv).parent / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
+    venv = rk.clone(fake_tpl, tmp_path / "venv")
+    env = rk.env_with([fake_man])
+    if command == "revert":
+        assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    before = rk.tree_hash(venv)
+    fd = hold_lock(venv)  # another ple4patch (here: this test) holds the venv
+    try:
+        t0 = time.monotonic()
+        proc = rk.fake_cli(command, venv, env={**env, LOCK_TIMEOUT_ENV: "0.5"})
+        waited = time.monotonic() - t0
+        assert proc.returncode == EXIT_LOCK_TIMEOUT
+        err = rk.one_line_error(proc, command)
+        assert "another ple4patch holds" in err and LOCK_TIMEOUT_ENV in err and "0.5 s" in err
+        assert 0.5 <= waited < 10
+        d = rk.json_of(rk.fake_cli(command, venv, "--json", env={**env, LOCK_TIMEOUT_ENV: "0.2"}))
+        assert d["error"]["kind"] == "lock_timeout"
+        assert rk.tree_hash(venv) == before
+        # a waiter with a long enough timeout gets the lock once it is released
+        waiter = subprocess.Popen(rk.fake_cmd(command, venv, "--json"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env={**env, LOCK_TIMEOUT_ENV: "30"})
+        time.sleep(1.0)
+        assert waiter.poll() is None, "it waits while the lock is held"
+    finally:
+        os.close(fd)
+    stdout, stderr = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, stderr
+    assert rk.tree_hash(venv) != before
