@@ -79,8 +79,14 @@ class Engine:
 
     def require_target(self) -> None:
         """Raise EngineNotFound unless the target file exists."""
-        if self.target.is_file() or self.target.is_symlink():
+        if self.target.is_file():
             return
+        if self.target.is_symlink():
+            raise _refuse(
+                "target_missing",
+                f"{self.target} is a dangling symlink: reinstall the engine "
+                f"(pip install --force-reinstall --no-deps 1cat-vllm=={self.version})",
+            )
         if not self.record_listed:
             raise _refuse(
                 "target_missing",

@@ -12,7 +12,8 @@ A manifest file looks like::
           "size": 83568,                          # bytes of the pristine file
           "patch_id": "nvfp4-rowpacked-1",        # the patch that produced...
           "patched_sha256": "<sha256 of the exact patched output>",
-          "older": {"<older patch id>": "<sha256 of its output>"}   # optional history
+          "older": {"<older patch id>": "<sha256 of its output>"},  # optional history
+          "note": "what the file is (era, features)"                # optional
         }
       }
     }
@@ -59,6 +60,7 @@ class Pin:
     size: int | None = None
     older: Mapping[str, str] = field(default_factory=dict)  # patch id -> patched sha256
     source: str = ""  # the file it was read from, or "local"
+    note: str = ""  # free text: what the file is
 
     @property
     def is_local(self) -> bool:
@@ -83,6 +85,8 @@ class Pin:
         }
         if self.older:
             out["older"] = dict(sorted(self.older.items()))
+        if self.note:
+            out["note"] = self.note
         return out
 
     def describe(self) -> dict:
@@ -193,6 +197,9 @@ def parse(data: object, source: str) -> Manifest:
         if not isinstance(older, dict):
             raise ManifestError(f"{source}: pin {sha[:12]}… 'older' must be an object")
         size = entry.get("size")
+        note = entry.get("note") or ""
+        if not isinstance(note, str):
+            raise ManifestError(f"{source}: pin {sha[:12]}… 'note' must be text")
         out.add(
             Pin(
                 pristine_sha256=sha,
@@ -203,6 +210,7 @@ def parse(data: object, source: str) -> Manifest:
                 size=size if isinstance(size, int) else None,
                 older={k: _check_hex(v, "an older patched sha256", source) for k, v in older.items()},
                 source=source,
+                note=note,
             )
         )
     return out

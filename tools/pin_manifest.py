@@ -63,7 +63,7 @@ def patched_output(source: bytes, name: str) -> bytes:
     return out.encode("utf-8")
 
 
-def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | None) -> m.Pin:
+def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | None, note: str = "") -> m.Pin:
     pristine = sha256_hex(source)
     patched = sha256_hex(patched_output(source, name))
     older = dict(old.older) if old else {}
@@ -78,6 +78,7 @@ def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | N
         engine_versions=versions or (old.engine_versions if old else ""),
         size=len(source),
         older=older,
+        note=note,
     )
 
 
@@ -96,9 +97,11 @@ def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, lis
         data = row.path.read_bytes()
         if sha256_hex(data) != row.sha256 or len(data) != row.size:
             raise SystemExit(f"{row.path}: sha256/size differ from INDEX.md; refusing to pin")
-        label = f"1Cat-vLLM {row.commit[:8]} ({row.folder}): {row.era}"
+        # folder names are 1cat-vllm-<main|fork>-<commit8>
+        where = row.folder.split("-")[2] if row.folder.count("-") >= 3 else "commit"
+        label = f"1Cat-vLLM {where} {row.commit[:8]}"
         pin = make_pin(data, str(row.path), label, VERSION_RANGES.get(row.commit[:8], ""),
-                       existing.by_pristine(row.sha256))
+                       existing.by_pristine(row.sha256), note=f"{row.commit}: {row.era}")
         out.pins[pin.pristine_sha256] = pin
     for sha, pin in existing.pins.items():  # pins of files no longer in ../shared stay
         if sha not in out.pins:
@@ -113,7 +116,8 @@ def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
         return None, [f"no stand-in engine at {enginekit.STANDIN_DIR}: test manifest not written"]
     data = path.read_bytes()
     old = existing.by_pristine(sha256_hex(data))
-    pin = make_pin(data, str(path), "stand-in engine (tests/fixtures/standin_engine; TEST ONLY)", "", old)
+    pin = make_pin(data, str(path), "stand-in engine (TEST ONLY)", "", old,
+                   note="tests/fixtures/standin_engine: a small ple_layer.py shaped like 1Cat-vLLM's")
     return m.Manifest({pin.pristine_sha256: pin}), []
 
 
