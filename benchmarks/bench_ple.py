@@ -12,8 +12,10 @@ random row ids over the whole table:
 - bulk     one large pinned host -> device copy (the bus limit);
 - empty    an empty kernel launch.
 
-Medians of >= 20 timed runs after warm-up, CUDA events, a fresh random id set each run; decode
-sizes (n <= 1024) also replayed from a captured CUDA graph. Writes bench.json, bench.png and
+Medians of >= 20 timed runs after warm-up, CUDA events, a fresh random id set each run (so no
+run finds its rows in L2); decode sizes (n <= 1024) also replayed from a captured CUDA graph,
+as one gather a graph ("graph": includes the graph launch) and ten ("graph10": per gather, as a
+node among others in a whole-model graph). Writes bench.json, bench.png and
 prints a table. ``--tune`` first sweeps the kernels' rows per program / warps / load layout.
 
 Usage: python3 benchmarks/bench_ple.py [--out DIR] [--tune] [--rows 24000000] [--reps 30]
@@ -120,37 +122,60 @@ def _median_events(run, before, reps, warmup):
     return statistics.median(s.elapsed_time(e) * 1e3 for s, e in ev)  # microseconds
 
 
-def time_eager(fn, pool, reps, warmup):
+def time_eager(fn, n, rows, reps, warmup):
+    """Median event time of fn(ids) with a fresh random id set each run (no L2 reuse)."""
+    pool = id_pool(n, rows, reps + warmup)
     cur = {}
 
     def before(i):
-        cur["ids"] = pool[i % len(pool)]
+        cur["ids"] = pool[i]
 
     return _median_events(lambda: fn(cur["ids"]), before, reps, warmup)
 
 
-def time_graph(fn, pool, reps, warmup):
-    static = pool[0].clone()
+def time_graph(fn, n, rows, reps, warmup, k=1):
+    """Median time per gather replayed from a captured CUDA graph of k gathers (fresh ids each
+    replay; k > 1 amortises the graph launch, as inside a whole-model graph)."""
+    static = [torch.zeros(n, dtype=torch.int64, device="cuda") for _ in range(k)]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn(static)
+        for st in static:
+            fn(st)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn(static)
+        for st in static:
+            fn(st)
+    pool = id_pool(n, rows, (reps + warmup) * k)
 
     def before(i):
-        static.copy_(pool[i % len(pool)])
+        for j, st in enumerate(static):
+            st.copy_(pool[i * k + j])
 
-    t = _median_events(graph.replay, before, reps, warmup)
+    t = _median_events(graph.replay, before, reps, warmup) / k
     del graph
     return t
 
 
+def cpu_launch_us(fn, ids, calls=2000):
+    """Python-side cost of one launch (no sync inside the loop)."""
+    for _ in range(50):
+        fn(ids)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(ids)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
 def id_pool(n, rows, count):
-    return [t for t in torch.randint(0, rows, (count, n), device="cuda", dtype=torch.int64)]
+    if n == 0 or count == 0:
+        return []
+    return list(torch.randint(0, rows, (count, n), device="cuda", dtype=torch.int64).unbind(0))
 
 
 # ------------------------------------------------------------------ setup
@@ -232,72 +257,81 @@ def main():
 
     bulk, bulk_us = bulk_h2d_gbps(t8.view(-1)[: 1 << 30])
     dummy = torch.empty(1, device="cuda")
-    empty_eager = time_eager(lambda ids: _empty_kernel[(1,)](dummy), [None], args.reps, args.warmup)
-    empty_graph = time_graph(lambda ids: _empty_kernel[(1,)](dummy), [torch.zeros(1, device="cuda")], args.reps, args.warmup)
+    empty = lambda ids: _empty_kernel[(1,)](dummy)  # noqa: E731
+    empty_eager = time_eager(empty, 1, 1, args.reps, args.warmup)
+    empty_graph = time_graph(empty, 1, 1, args.reps, args.warmup)
+    empty_graph10 = time_graph(empty, 1, 1, args.reps, args.warmup, k=10)
     print(f"bulk pinned H2D: {bulk:.2f} GB/s (1 GiB in {bulk_us:.0f} us); empty kernel: eager {empty_eager:.1f} us, "
-          f"graph {empty_graph:.1f} us", flush=True)
+          f"graph {empty_graph:.1f} us, in a 10-kernel graph {empty_graph10:.2f} us", flush=True)
 
-    result = {"env": env, "bulk_h2d_GBps": bulk, "empty_launch_us": {"eager": empty_eager, "graph": empty_graph}}
+    result = {"env": env, "bulk_h2d_GBps": bulk,
+              "empty_launch_us": {"eager": empty_eager, "graph": empty_graph, "graph10": empty_graph10}}
+
+    # Python-side launch cost (what eager small-n times mostly are)
+    ids16 = torch.randint(0, args.rows, (16,), device="cuda")
+    o16s = torch.empty(16, DIM, dtype=torch.float16, device="cuda")
+    oraw16 = torch.empty(16, W4, dtype=torch.uint8, device="cuda")
+    result["cpu_launch_us"] = {
+        "empty": cpu_launch_us(empty, None),
+        "fp8": cpu_launch_us(lambda ids: fp8_gather(t8, ids, s8, o16s), ids16),
+        "nvfp4": cpu_launch_us(lambda ids: nvfp4_gather(t4, ids, gs, o16s), ids16),
+        "raw": cpu_launch_us(lambda ids: raw_gather(t4, ids, oraw16, ("u8", 2, 2)), ids16),
+    }
+    print("cpu launch us: " + json.dumps(result["cpu_launch_us"]), flush=True)
 
     # correctness of what we time
     result["exact_default_mismatches"] = check_exact(t4, gs, lambda t, i, o: nvfp4_gather(t, i, gs, o), "nvfp4 default")
 
-    raw_cfgs = [(e, r, w) for e in ("u8", "i16") for r in (1, 2, 4, 8, 16, 32) for w in (1, 2, 4)]
-    nv_cfgs = [(lay, r, w) for lay in (0, 1) for r in (2, 4, 8, 16, 32) for w in (2, 4, 8)]
-    tune_ns = [1024, 16384, 262144, 1048576]
+    raw_cfgs = [(e, r, w) for e in ("u8", "i16") for r in (1, 2, 4, 8, 16) for w in (1, 2, 4)]
+    nv_cfgs = [(lay, r, w) for lay in (0, 1) for r in (1, 2, 4, 8) for w in (1, 2, 4, 8)]
+    tune_ns = [640, 1024, 16384, 1048576]
     if args.tune:
-        sweep = {"raw": {}, "nvfp4": {}}
-        pools = {n: id_pool(n, args.rows, 8) for n in tune_ns}
+        sweep = {"nvfp4": {}}
         outs = {n: torch.empty(n, DIM, dtype=torch.float16, device="cuda") for n in tune_ns}
-        rawouts = {n: torch.empty(n, W4, dtype=torch.uint8, device="cuda") for n in tune_ns}
-        for fam, cfgs in (("nvfp4", nv_cfgs), ("raw", raw_cfgs)):
-            for cfg in cfgs:
-                if fam == "nvfp4":
-                    bad = check_exact(t4, gs, lambda t, i, o, c=cfg: nvfp4_gather(t, i, gs, o, c), f"nvfp4 {cfg}")
-                    if bad:
-                        sweep[fam][str(cfg)] = {"mismatches": bad}
-                        continue
-                row = {}
-                for n in tune_ns:
-                    if fam == "nvfp4":
-                        fn = lambda ids, c=cfg, n=n: nvfp4_gather(t4, ids, gs, outs[n], c)
-                    else:
-                        fn = lambda ids, c=cfg, n=n: raw_gather(t4, ids, rawouts[n], c)
-                    timer = time_graph if n <= GRAPH_MAX_N else time_eager
-                    row[n] = timer(fn, pools[n], 20, 3)
-                sweep[fam][str(cfg)] = row
-                print(f"tune {fam:5s} {str(cfg):16s} " + " ".join(f"n={n}:{row[n]:9.1f}us" for n in tune_ns), flush=True)
-        result["tune"] = sweep
-        for fam in ("nvfp4", "raw"):
+        for cfg in nv_cfgs:
+            bad = check_exact(t4, gs, lambda t, i, o, c=cfg: nvfp4_gather(t, i, gs, o, c), f"nvfp4 {cfg}")
+            if bad:
+                sweep["nvfp4"][str(cfg)] = {"mismatches": bad}
+                continue
+            row = {}
             for n in tune_ns:
-                best = min((v[n], k) for k, v in sweep[fam].items() if n in v)
-                print(f"best {fam} at n={n}: {best[1]} {best[0]:.1f} us", flush=True)
-        del pools, outs, rawouts
+                fn = lambda ids, c=cfg, n=n: nvfp4_gather(t4, ids, gs, outs[n], c)  # noqa: E731
+                row[n] = (time_graph(fn, n, args.rows, 20, 3, k=10) if n <= GRAPH_MAX_N
+                          else time_eager(fn, n, args.rows, 20, 3))
+            sweep["nvfp4"][str(cfg)] = row
+            print(f"tune nvfp4 {str(cfg):12s} " + " ".join(f"n={n}:{row[n]:9.2f}us" for n in tune_ns), flush=True)
+        result["tune"] = sweep
+        for n in tune_ns:
+            best = min((v[n], k) for k, v in sweep["nvfp4"].items() if n in v)
+            print(f"best nvfp4 at n={n}: {best[1]} {best[0]:.2f} us", flush=True)
+        del outs
 
     # the table
     rows_out = []
     for n in ns:
-        pool = id_pool(n, args.rows, min(args.reps + args.warmup, max(8, (256 << 20) // (8 * n))))
         o16 = torch.empty(n, DIM, dtype=torch.float16, device="cuda")
         oraw = torch.empty(n, W4, dtype=torch.uint8, device="cuda")
+        fp8_fn = lambda ids: fp8_gather(t8, ids, s8, o16)  # noqa: E731
+        nv_fn = lambda ids: nvfp4_gather(t4, ids, gs, o16)  # noqa: E731
         rec = {"n": n}
-        rec["fp8_us"] = time_eager(lambda ids: fp8_gather(t8, ids, s8, o16), pool, args.reps, args.warmup)
-        rec["nvfp4_us"] = time_eager(lambda ids: nvfp4_gather(t4, ids, gs, o16), pool, args.reps, args.warmup)
+        rec["fp8_us"] = time_eager(fp8_fn, n, args.rows, args.reps, args.warmup)
+        rec["nvfp4_us"] = time_eager(nv_fn, n, args.rows, args.reps, args.warmup)
         raw_times = {}
         for cfg in raw_cfgs:
-            raw_times[str(cfg)] = time_eager(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), pool, 20, 2)
+            raw_times[str(cfg)] = time_eager(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), n, args.rows, 20, 2)
         best_cfg = min(raw_times, key=raw_times.get)
         rec["raw_us"], rec["raw_cfg"] = raw_times[best_cfg], best_cfg
         if n <= GRAPH_MAX_N:
-            rec["fp8_graph_us"] = time_graph(lambda ids: fp8_gather(t8, ids, s8, o16), pool, args.reps, args.warmup)
-            rec["nvfp4_graph_us"] = time_graph(lambda ids: nvfp4_gather(t4, ids, gs, o16), pool, args.reps, args.warmup)
-            g_times = {}
-            for cfg in raw_cfgs:
-                g_times[str(cfg)] = time_graph(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), pool, 20, 2)
-            gbest = min(g_times, key=g_times.get)
-            rec["raw_graph_us"], rec["raw_graph_cfg"] = g_times[gbest], gbest
+            for mode, k in (("graph", 1), ("graph10", 10)):
+                rec[f"fp8_{mode}_us"] = time_graph(fp8_fn, n, args.rows, args.reps, args.warmup, k)
+                rec[f"nvfp4_{mode}_us"] = time_graph(nv_fn, n, args.rows, args.reps, args.warmup, k)
+                g_times = {}
+                for cfg in raw_cfgs:
+                    g_times[str(cfg)] = time_graph(lambda ids, c=cfg: raw_gather(t4, ids, oraw, c), n, args.rows, 20, 2, k)
+                gbest = min(g_times, key=g_times.get)
+                rec[f"raw_{mode}_us"], rec[f"raw_{mode}_cfg"] = g_times[gbest], gbest
         for k in ("fp8", "nvfp4", "raw"):
-            for mode in ("", "_graph"):
+            for mode in ("", "_graph", "_graph10"):
                 t = rec.get(f"{k}{mode}_us")
                 if t is None:
                     continue
@@ -308,10 +342,11 @@ def main():
         rec["nvfp4_over_fp8"] = rec["fp8_us"] / rec["nvfp4_us"]
         rec["nvfp4_over_raw"] = rec["raw_us"] / rec["nvfp4_us"]
         if n <= GRAPH_MAX_N:
-            rec["graph_nvfp4_over_fp8"] = rec["fp8_graph_us"] / rec["nvfp4_graph_us"]
-            rec["graph_nvfp4_vs_raw_latency"] = rec["nvfp4_graph_us"] / rec["raw_graph_us"]
+            for mode in ("graph", "graph10"):
+                rec[f"{mode}_nvfp4_over_fp8"] = rec[f"fp8_{mode}_us"] / rec[f"nvfp4_{mode}_us"]
+                rec[f"{mode}_nvfp4_vs_raw_latency"] = rec[f"nvfp4_{mode}_us"] / rec[f"raw_{mode}_us"]
         rows_out.append(rec)
-        del pool, o16, oraw
+        del o16, oraw
         print(json.dumps(rec), flush=True)
     result["results"] = rows_out
 
@@ -325,8 +360,10 @@ def main():
         if n == 16384:
             tg.append((f"n={n}: nvfp4 >= 2x fp8 rows/s", r["nvfp4_over_fp8"], 2.0))
         if n <= GRAPH_MAX_N:
-            tg.append((f"n={n}: graph latency nvfp4 <= fp8 (fp8/nvfp4 >= 1)", r["graph_nvfp4_over_fp8"], 1.0))
-            tg.append((f"n={n}: graph latency nvfp4 <= 1.5x raw (raw*1.5/nvfp4 >= 1)", 1.5 / r["graph_nvfp4_vs_raw_latency"], 1.0))
+            for mode in ("graph", "graph10"):
+                tg.append((f"n={n}: {mode} latency nvfp4 <= fp8 (fp8/nvfp4 >= 1)", r[f"{mode}_nvfp4_over_fp8"], 1.0))
+                tg.append((f"n={n}: {mode} latency nvfp4 <= 1.5x raw (raw*1.5/nvfp4 >= 1)",
+                           1.5 / r[f"{mode}_nvfp4_vs_raw_latency"], 1.0))
     result["targets"] = [{"target": a, "value": b, "need": c, "met": b >= c} for a, b, c in tg]
 
     print_table(result)
@@ -336,21 +373,24 @@ def main():
 
 def print_table(result):
     bulk = result["bulk_h2d_GBps"]
-    print(f"\nbulk pinned H2D {bulk:.2f} GB/s; empty launch eager {result['empty_launch_us']['eager']:.1f} us, "
-          f"graph {result['empty_launch_us']['graph']:.1f} us")
+    e = result["empty_launch_us"]
+    print(f"\nbulk pinned H2D {bulk:.2f} GB/s; empty launch eager {e['eager']:.1f} us, graph {e['graph']:.1f} us, "
+          f"in a 10-kernel graph {e['graph10']:.2f} us; cpu launch us {json.dumps(result['cpu_launch_us'])}")
     hdr = f"{'n':>8} | {'kernel':<12} | {'time us':>9} | {'Mrows/s':>9} | {'GB/s':>7} | {'% bulk':>6} | note"
     print(hdr)
     print("-" * len(hdr))
     for r in result["results"]:
         for k, label in (("fp8", "fp8"), ("nvfp4", "nvfp4"), ("raw", "raw 90B"), ("fp8_graph", "fp8 graph"),
-                         ("nvfp4_graph", "nvfp4 graph"), ("raw_graph", "raw graph")):
+                         ("nvfp4_graph", "nvfp4 graph"), ("raw_graph", "raw graph"), ("fp8_graph10", "fp8 graph10"),
+                         ("nvfp4_graph10", "nvfp4 graph10"), ("raw_graph10", "raw graph10")):
             if f"{k}_us" not in r:
                 continue
             note = ""
             if k == "nvfp4":
                 note = f"x{r['nvfp4_over_fp8']:.2f} vs fp8, {r['nvfp4_over_raw']:.2f} of raw"
-            if k == "nvfp4_graph":
-                note = f"x{r['graph_nvfp4_over_fp8']:.2f} vs fp8, {r['graph_nvfp4_vs_raw_latency']:.2f}x raw latency"
+            if k in ("nvfp4_graph", "nvfp4_graph10"):
+                m = k.split("_")[1]
+                note = f"x{r[m + '_nvfp4_over_fp8']:.2f} vs fp8, {r[m + '_nvfp4_vs_raw_latency']:.2f}x raw latency"
             if k.startswith("raw"):
                 note = r.get(f"{k}_cfg", "")
             print(f"{r['n']:>8} | {label:<12} | {r[f'{k}_us']:9.1f} | {r[f'{k}_rows_per_s'] / 1e6:9.2f} | "
@@ -375,10 +415,12 @@ def plot(result, path):
     ax.plot(ns, [r["nvfp4_rows_per_s"] for r in rs], "o-", label="NVFP4 gather (90 B rows)")
     ax.plot(ns, [r["fp8_rows_per_s"] for r in rs], "s-", label="FP8 gather, stock design (160 B rows)")
     ax.plot(ns, [r["raw_rows_per_s"] for r in rs], "^--", label="raw 90 B row copy (ceiling)")
-    small = [r for r in rs if "nvfp4_graph_us" in r]
+    small = [r for r in rs if "nvfp4_graph10_us" in r]
     if small:
-        ax.plot([r["n"] for r in small], [r["nvfp4_graph_rows_per_s"] for r in small], "o:", label="NVFP4, CUDA graph")
-        ax.plot([r["n"] for r in small], [r["fp8_graph_rows_per_s"] for r in small], "s:", label="FP8, CUDA graph")
+        sn = [r["n"] for r in small]
+        ax.plot(sn, [r["nvfp4_graph10_rows_per_s"] for r in small], "o:", label="NVFP4, in a CUDA graph")
+        ax.plot(sn, [r["fp8_graph10_rows_per_s"] for r in small], "s:", label="FP8, in a CUDA graph")
+        ax.plot(sn, [r["raw_graph10_rows_per_s"] for r in small], "^:", label="raw copy, in a CUDA graph")
     bulk = result["bulk_h2d_GBps"] * 1e9
     ax.axhline(bulk / W4, color="k", lw=1, label=f"bus limit, 90 B rows ({result['bulk_h2d_GBps']:.0f} GB/s bulk)")
     ax.axhline(bulk / W8, color="gray", lw=1, ls="--", label="bus limit, 160 B rows")

@@ -20,17 +20,21 @@ import triton
 import triton.language as tl
 
 
-# Output dtype -> (kind code used by the kernel, canonical NaN bit pattern).
+# Output dtype -> the kernel's OUT_KIND.
 _ple4_OUT_KINDS = {
     torch.float16: 0,
     torch.bfloat16: 1,
     torch.float32: 2,
 }
 
-# Tuning (rows per program, warps, load layout). Exactness does not depend on these.
-_ple4_ROWS_PER_PROGRAM = 8
+# Tuning (rows per program, warps, load layout); exactness does not depend on these. Measured on
+# an H200 (BENCHMARKS.md): every tuning reaches the same rate from n = 16K rows up (the bus's
+# request rate for random 32 B sectors is the limit); few rows per program spread small gathers
+# over more SMs, which lowers decode-size latency.
+_ple4_ROWS_PER_PROGRAM = 2
 _ple4_NUM_WARPS = 4
-_ple4_LAYOUT = 0
+_ple4_LAYOUT = 1
+_ple4_LAUNCH_CACHE = {}
 
 
 @triton.jit
@@ -143,9 +147,14 @@ def ple4_nvfp4_gather(table, ids, global_scale, dim, out_dtype=torch.float16, ou
         out = torch.empty((n, dim), dtype=out_dtype, device=ids.device)
     if n == 0:
         return out
-    p = _ple4_launch_params(dim, _ple4_OUT_KINDS[out.dtype], table.stride(0))
-    grid = (triton.cdiv(n, p["constexprs"]["ROWS"]),)
-    _ple4_nvfp4_gather_kernel[grid](table, ids, global_scale, out, n, **p["options"], **p["constexprs"])
+    key = (dim, out.dtype, table.stride(0), _ple4_LAYOUT, _ple4_ROWS_PER_PROGRAM, _ple4_NUM_WARPS)
+    launch = _ple4_LAUNCH_CACHE.get(key)
+    if launch is None:  # once per shape: keep the per-call Python work small (decode latency)
+        p = _ple4_launch_params(dim, _ple4_OUT_KINDS[out.dtype], table.stride(0))
+        launch = (p["constexprs"]["ROWS"], {**p["options"], **p["constexprs"]})
+        _ple4_LAUNCH_CACHE[key] = launch
+    rows, kwargs = launch
+    _ple4_nvfp4_gather_kernel[((n + rows - 1) // rows,)](table, ids, global_scale, out, n, **kwargs)
     return out
 
 
