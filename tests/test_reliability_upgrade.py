@@ -1,0 +1,157 @@
+"""Upgrades under a patched engine: pip replaces the target and leaves the backup behind.
+
+A and B are the real engine files of ../shared/engines when present (the 1.5.0-era fork
+file as 1cat-vllm 1.5.0, the 036318a0 file as 1.5.1; both pinned by the shipped manifest),
+else the tests skip; stand-in variants (B unpinned) always run. Every step goes through
+the real CLI and real pip; after every step the target is checked never to hold A's
+bytes once B is installed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import enginekit
+import reliakit as rk
+from ple4patch.errors import EXIT_ENGINE_NOT_FOUND, EXIT_UNPINNED, EXIT_VERIFY_FAILED
+from ple4patch.state import backup_path
+
+REAL_A, REAL_B = "1cat-vllm-fork-a223f046", "1cat-vllm-main-036318a0"
+
+
+def real_pair():
+    rows = {r.folder: r for r in enginekit.shared_engines()}
+    if REAL_A not in rows or REAL_B not in rows:
+        pytest.skip("../shared/engines is absent")
+    return rows[REAL_A].data, rows[REAL_B].data
+
+
+def pip(venv, *args) -> None:
+    proc = subprocess.run([enginekit.PY, "-m", "pip", "--python", str(enginekit.venv_python(venv)), *args,
+                           "-q", "--no-deps", "--no-index"] if args[0] == "install" else
+                          [enginekit.PY, "-m", "pip", "--python", str(enginekit.venv_python(venv)), *args, "-q"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def cli(*args, env):
+    proc = rk.run_real(*args, "--json", env=env)
+    return proc.returncode, rk.json_of(proc)
+
+
+def upgrade_cycle(venv, a: bytes, b: bytes, wheel_b, env, *, b_pinned: bool) -> None:
+    target = enginekit.target_of(venv)
+    sha_a, sha_b = enginekit.sha256_hex(a), enginekit.sha256_hex(b)
+
+    rc, d = cli("apply", venv, env=env)
+    assert (rc, d["changed"]) == (0, True)
+    enginekit.install(venv, wheel_b)  # pip uninstalls A (the patched file) and installs B
+    assert rk.sha(target) == sha_b and rk.backup_sha(target) == sha_a
+
+    def never_a():
+        assert rk.sha(target) == sha_b or rk.sha(target) != sha_a  # B's file never gets A's bytes
+
+    rc, d = cli("status", venv, env=env)
+    assert rc == 0 and d["engine"]["version"] == "1.5.1"
+    assert d["state"] == ("pristine" if b_pinned else "unpinned")
+    assert d["backup"]["state"] == "stale" and d["backup"]["sha256"] == sha_a
+    text = rk.run_real("status", venv, env=env).stdout
+    assert "1cat-vllm 1.5.1" in text and "stale" in text
+
+    rc, d = cli("verify", venv, env=env)
+    assert rc == EXIT_VERIFY_FAILED and d["error"]["kind"] == "verify_failed"
+
+    rc, d = cli("revert", venv, env=env)
+    assert rc == 0 and d["restored"] is False and any("revert --clean" in n for n in d["notes"])
+    assert rk.sha(target) == sha_b and rk.backup_sha(target) == sha_a
+    never_a()
+
+    rc, d = cli("revert", venv, "--clean", env=env)
+    assert rc == 0 and d["restored"] is False
+    assert rk.sha(target) == sha_b and not backup_path(target).exists()
+
+    if not b_pinned:
+        before = rk.tree_hash(venv)
+        rc, d = cli("apply", venv, env=env)
+        assert rc == EXIT_UNPINNED and "--allow-unknown" in d["error"]["message"]
+        assert rk.tree_hash(venv) == before
+    rc, d = cli("apply", venv, *([] if b_pinned else ["--allow-unknown"]), env=env)
+    assert (rc, d["changed"]) == (0, True)
+    assert rk.backup_sha(target) == sha_b
+    assert cli("verify", venv, env=env)[0] == 0
+    rc, d = cli("revert", venv, env=env)
+    assert (rc, d["restored"]) == (0, True)
+    assert rk.sha(target) == sha_b and not backup_path(target).exists() and rk.temps(target) == []
+
+
+def test_real_engines_upgrade_a_to_b(wheelhouse, tmp_path):
+    a, b = real_pair()
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), rk.env_with(), b_pinned=True)
+
+
+def test_real_engines_apply_right_after_upgrade(wheelhouse, tmp_path):
+    """No revert --clean first: apply sets A's backup aside; revert then gives B's bytes back."""
+    a, b = real_pair()
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    env = rk.env_with()
+    target = enginekit.target_of(venv)
+    assert cli("apply", venv, env=env)[0] == 0
+    enginekit.install(venv, wheelhouse.engine(b, version="1.5.1"))
+    rc, d = cli("apply", venv, env=env)
+    assert (rc, d["changed"]) == (0, True) and any("set aside" in n for n in d["notes"])
+    assert rk.backup_sha(target) == enginekit.sha256_hex(b)
+    (aside,) = target.parent.glob(target.name + ".bak-pre-ple4.stale-*")
+    assert aside.read_bytes() == a, "A's pristine bytes are kept, under another name"
+    assert cli("verify", venv, env=env)[0] == 0
+    rc, d = cli("revert", venv, "--clean", env=env)
+    assert (rc, d["restored"]) == (0, True)
+    assert target.read_bytes() == b and not aside.exists() and not backup_path(target).exists()
+
+
+def test_standin_upgrade_to_unpinned_b(wheelhouse, tmp_path_factory, tmp_path):
+    man, _pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
+    a = rk.standin_bytes()
+    b = a + b"\n# 1.5.1: a change the manifest does not know\n"
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), rk.env_with([man]), b_pinned=False)
+
+
+def test_uninstall_then_reinstall_same_version(wheelhouse, tmp_path_factory, tmp_path):
+    man, pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
+    wheel = wheelhouse.engine(rk.standin_bytes(), version="1.5.1")
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheel)
+    env = rk.env_with([man])
+    target = enginekit.target_of(venv)
+    assert cli("apply", venv, env=env)[0] == 0
+
+    pip(venv, "uninstall", "-y", "1cat-vllm")
+    assert not target.exists() and rk.backup_sha(target) == pin.pristine_sha256  # pip leaves ours
+    before = rk.tree_hash(venv)
+    for command in ("status", "apply", "verify", "revert"):
+        rc, d = cli(command, venv, env=env)
+        assert rc == EXIT_ENGINE_NOT_FOUND, (command, d)
+        assert "not installed" in (d.get("error") if command == "status" else d["error"]["message"])
+    assert rk.tree_hash(venv) == before
+
+    pip(venv, "install", str(wheel))  # the same version again: pristine, and the old backup matches it
+    rc, d = cli("status", venv, env=env)
+    assert (d["state"], d["backup"]["state"]) == ("pristine", "present")
+    assert cli("verify", venv, env=env)[0] == EXIT_VERIFY_FAILED
+    rc, d = cli("apply", venv, env=env)
+    assert (rc, d["changed"]) == (0, True)
+    assert cli("verify", venv, env=env)[0] == 0
+
+    pip(venv, "install", "--force-reinstall", str(wheel))  # a "repair" reinstall over the patched file
+    assert rk.sha(target) == pin.pristine_sha256
+    rc, d = cli("status", venv, env=env)
+    assert (d["state"], d["backup"]["state"]) == ("pristine", "present")
+    rc, d = cli("revert", venv, env=env)  # nothing to restore; the leftover backup goes
+    assert (rc, d["restored"]) == (0, False) and not backup_path(target).exists()
+    assert rk.sha(target) == pin.pristine_sha256
