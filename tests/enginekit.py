@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED_ENGINES = REPO.parent / "shared" / "engines"
 STANDIN_DIR = REPO / "tests" / "fixtures" / "standin_engine"
+TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_manifest.json"  # pins the stand-in
+LOCK_NAME = ".ple4patch.lock"
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
 PY = sys.executable
 
@@ -168,6 +170,31 @@ def shared_engines(base: Path = SHARED_ENGINES) -> list[SharedEngine]:
 def standin_file() -> Path | None:
     path = STANDIN_DIR / TARGET_REL
     return path if path.is_file() else None
+
+
+def standin_bytes() -> bytes:
+    """The stand-in engine's target bytes (skips the calling test when it is absent)."""
+    path = standin_file()
+    if path is None:
+        import pytest
+
+        pytest.skip("the stand-in engine is not there yet")
+    return path.read_bytes()
+
+
+def site_snapshot(venv: Path, *, pycache: bool = True) -> dict[str, bytes]:
+    """Every file in the venv's site-packages but the lock file: {path relative to venv: bytes}."""
+    out = {}
+    for root, _dirs, files in os.walk(site_packages(venv)):
+        if not pycache and os.path.basename(root) == "__pycache__":
+            continue
+        for f in files:
+            if f == LOCK_NAME:
+                continue
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, venv)] = fh.read()
+    return out
 
 
 def cli_env(extra_manifests: list[Path] = (), **env: str) -> dict[str, str]:

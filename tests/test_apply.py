@@ -13,6 +13,7 @@ import threading
 import pytest
 
 import enginekit
+from enginekit import site_snapshot
 from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch, fake_patch_old
 from ple4patch import actions, fsio
 from ple4patch import manifest as m
@@ -31,19 +32,6 @@ from ple4patch.state import backup_path
 MAN = fake_manifest(PRISTINE_A, PRISTINE_B)
 
 
-def snapshot(venv) -> dict:
-    """Every file in site-packages but the lock file: {relative path: bytes}."""
-    out = {}
-    for root, _dirs, files in os.walk(enginekit.site_packages(venv)):
-        for f in files:
-            if f == fsio.LOCK_NAME:
-                continue
-            p = os.path.join(root, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, venv)] = fh.read()
-    return out
-
-
 def do(action, venv, **kw):
     kw.setdefault("manifest", MAN)
     if action is actions.apply:
@@ -60,7 +48,7 @@ def test_full_cycle(venv_a):
     target = enginekit.target_of(venv_a)
     pyc = list((target.parent / "__pycache__").glob("ple_layer.*.pyc"))
     assert pyc, "pip compiles the target: the stale .pyc is there before apply"
-    before = snapshot(venv_a)
+    before = site_snapshot(venv_a)
 
     r = do(actions.status, venv_a)
     assert (r.exit_code, r.data["state"], r.data["backup"]["state"]) == (0, "pristine", "absent")
@@ -68,19 +56,19 @@ def test_full_cycle(venv_a):
     r = do(actions.apply, venv_a, dry_run=True)
     assert r.exit_code == 0 and r.data["diff"].startswith("--- a/vllm/models/qwen4_exp/nvidia/ple_layer.py")
     assert "+PLE4_FAKE_PATCH" in r.data["diff"]
-    assert snapshot(venv_a) == before, "dry run wrote something"
+    assert site_snapshot(venv_a) == before, "dry run wrote something"
 
     r = do(actions.apply, venv_a)
     assert r.data["changed"] is True and r.data["state"] == "patched"
     assert target.read_bytes() == fake_patch(PRISTINE_A.decode()).encode()
     assert backup_path(target).read_bytes() == PRISTINE_A
     assert not list((target.parent / "__pycache__").glob("ple_layer.*.pyc"))
-    patched = snapshot(venv_a)
+    patched = site_snapshot(venv_a)
     ino = target.stat().st_ino
 
     r = do(actions.apply, venv_a)
     assert r.exit_code == 0 and r.data["changed"] is False and "nothing changed" in r.message
-    assert snapshot(venv_a) == patched and target.stat().st_ino == ino
+    assert site_snapshot(venv_a) == patched and target.stat().st_ino == ino
 
     r = do(actions.status, venv_a)
     assert (r.data["state"], r.data["backup"]["state"]) == ("patched", "present")
@@ -91,7 +79,7 @@ def test_full_cycle(venv_a):
     assert r.data["restored"] is True and r.data["state"] == "pristine"
     assert target.read_bytes() == PRISTINE_A
     assert not backup_path(target).exists()
-    after = snapshot(venv_a)
+    after = site_snapshot(venv_a)
     assert {k: v for k, v in after.items() if "ple4patch" not in k and "__pycache__" not in k} == {
         k: v for k, v in before.items() if "__pycache__" not in k
     }
@@ -154,7 +142,7 @@ def test_unpinned_refused_then_allow_unknown(venv_a):
 def test_modified_refused_and_nothing_written(venv_a):
     target = enginekit.target_of(venv_a)
     target.write_bytes(PRISTINE_A + b"# local edit\n")
-    before = snapshot(venv_a)
+    before = site_snapshot(venv_a)
     assert do(actions.status, venv_a).data["state"] == "modified"
     for kw in ({}, {"allow_unknown": True}, {"dry_run": True}):
         with pytest.raises(ModifiedFile, match="neither"):
@@ -163,7 +151,7 @@ def test_modified_refused_and_nothing_written(venv_a):
         do(actions.revert, venv_a)
     with pytest.raises(VerifyFailed):
         do(actions.verify, venv_a)
-    assert snapshot(venv_a) == before
+    assert site_snapshot(venv_a) == before
 
 
 def test_transform_output_must_match_pin(venv_a):

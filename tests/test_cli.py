@@ -9,20 +9,10 @@ import sys
 import pytest
 
 import enginekit
-from enginekit import cli_env, run_cli
+from enginekit import TEST_MANIFEST, cli_env, run_cli, standin_bytes
 from ple4patch import cli, errors
 from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_POINTS, REVERT_FAULT_POINTS
 from ple4patch.state import backup_path
-
-TEST_MANIFEST = enginekit.REPO / "tests" / "fixtures" / "standin_manifest.json"
-
-
-def standin_bytes() -> bytes:
-    path = enginekit.standin_file()
-    if path is None:
-        pytest.skip("the stand-in engine is not there yet")
-    return path.read_bytes()
-
 
 @pytest.fixture
 def standin_venv(wheelhouse, engine_venv):

@@ -9,50 +9,34 @@ manifest tests/fixtures/standin_manifest.json.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import enginekit
-from ple4patch import actions, fsio
+from enginekit import TEST_MANIFEST, site_snapshot, standin_bytes
+from ple4patch import actions
 from ple4patch import manifest as m
 from ple4patch.errors import EXIT_UNPINNED, UnpinnedFile
 from ple4patch.sentinel import PATCH_ID, find_patch_id
 from ple4patch.state import backup_path
 
-TEST_MANIFEST = enginekit.REPO / "tests" / "fixtures" / "standin_manifest.json"
-
-
-def site_snapshot(venv) -> dict:
-    out = {}
-    for root, _dirs, files in os.walk(enginekit.site_packages(venv)):
-        for f in files:
-            if f == fsio.LOCK_NAME or root.endswith("__pycache__"):
-                continue
-            p = os.path.join(root, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, venv)] = fh.read()
-    return out
-
-
 def cycle(venv, manifest: m.Manifest, pristine: bytes) -> None:
     target = enginekit.target_of(venv)
-    before = site_snapshot(venv)
+    before = site_snapshot(venv, pycache=False)
     assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
 
     r = actions.apply(venv, dry_run=True, manifest=manifest)
     assert r.exit_code == 0 and "matches the pin" in r.message and r.output.startswith("--- a/")
-    assert site_snapshot(venv) == before
+    assert site_snapshot(venv, pycache=False) == before
 
     r = actions.apply(venv, manifest=manifest)
     assert r.data["changed"] and r.data["state"] == "patched"
     patched = target.read_bytes()
     assert find_patch_id(patched.decode()) == PATCH_ID
     assert enginekit.sha256_hex(patched) == r.data["pin"]["patched_sha256"]
-    after_apply = site_snapshot(venv)
+    after_apply = site_snapshot(venv, pycache=False)
 
     r = actions.apply(venv, manifest=manifest)
-    assert r.data["changed"] is False and site_snapshot(venv) == after_apply
+    assert r.data["changed"] is False and site_snapshot(venv, pycache=False) == after_apply
 
     r = actions.status(venv, manifest=manifest)
     assert (r.exit_code, r.data["state"], r.data["backup"]["state"]) == (0, "patched", "present")
@@ -62,7 +46,7 @@ def cycle(venv, manifest: m.Manifest, pristine: bytes) -> None:
     assert r.data["restored"]
     assert target.read_bytes() == pristine
     assert not backup_path(target).exists()
-    assert site_snapshot(venv) == before
+    assert site_snapshot(venv, pycache=False) == before
     assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
 
 
@@ -72,13 +56,6 @@ def test_real_engine_cycle(shared_engine, wheelhouse, engine_venv):
     shipped = m.load(use_env=False)
     assert shipped.by_pristine(shared_engine.sha256) is not None, "every file in ../shared is pinned"
     cycle(venv, shipped, shared_engine.data)
-
-
-def standin_bytes() -> bytes:
-    path = enginekit.standin_file()
-    if path is None:
-        pytest.skip("the stand-in engine is not there yet")
-    return path.read_bytes()
 
 
 def test_standin_cycle_with_test_manifest(wheelhouse, engine_venv):
