@@ -12,6 +12,7 @@ disk before the whole output is known good.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Callable
 
 from . import fsio
 from . import manifest as manifest_mod
-from .engine import Engine, find_engine, sha256_hex
+from .engine import TARGET_REL, Engine, find_engine, sha256_hex
 from .errors import (
     EXIT_ENGINE_NOT_FOUND,
     EXIT_OK,
@@ -103,10 +104,6 @@ def _default_patch_source() -> PatchSource:
 
 def _reinstall_hint(engine: Engine) -> str:
     return f"pip install --force-reinstall --no-deps '1cat-vllm=={engine.version}'"
-
-
-def _venv_arg(engine: Engine) -> str:
-    return str(engine.venv)
 
 
 def _report(a: Assessment) -> dict:
@@ -329,14 +326,14 @@ def apply(
     def get_transform() -> PatchSource:
         return transform or _default_patch_source()
 
-    if dry_run:
-        a = assess(engine, manifest_mod.with_local(base, engine.target))
-        return _apply_dry_run(a, manifest_mod.with_local(base, engine.target), allow_unknown, get_transform)
+    if dry_run:  # no lock: nothing is written
+        full = manifest_mod.with_local(base, engine.target)
+        return _apply_dry_run(assess(engine, full), full, allow_unknown, get_transform)
 
     fsio.refuse_symlink(engine.target)
     fsio.check_writable(engine.target_dir)
     with fsio.locked(engine.target_dir, lock_timeout):
-        full = manifest_mod.with_local(base, engine.target)
+        full = manifest_mod.with_local(base, engine.target)  # local pins, read under the lock
         a = assess(engine, full)  # re-hashed under the lock
         if a.state is State.MISSING:
             engine.require_target()
@@ -381,7 +378,7 @@ def _apply_dry_run(a: Assessment, manifest: Manifest, allow_unknown: bool,
         return r
     plan = _plan(a, manifest, allow_unknown, True, get_transform())
     assert a.current_bytes is not None
-    diff = _unified_diff(a.current_bytes, plan.output, "vllm/models/qwen4_exp/nvidia/ple_layer.py")
+    diff = _unified_diff(a.current_bytes, plan.output, TARGET_REL)
     if plan.pin is None:
         msg = (
             f"dry run: nothing written. This file is NOT pinned (1cat-vllm {e.version} as shipped); "
@@ -414,9 +411,46 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
             f"the old backup was {a.backup.value} (not made from this file); set aside as {dest.name}, "
             f"it will never be restored (`ple4patch revert --clean` removes it)"
         )
+    wrote_backup = False
     if not plan.from_backup:
-        if fsio.write_backup(bak, plan.source, like=target):
+        wrote_backup = fsio.write_backup(bak, plan.source, like=target)
+        if wrote_backup:
             notes.append(f"backup written: {bak.name}")
+    try:
+        removed = _write_target(a, plan, notes)
+    except BaseException:  # not writable, disk full, Ctrl-C: leave the venv as it was
+        if wrote_backup and _sha_or_none(target) == plan.source_sha:
+            with contextlib.suppress(OSError, Ple4Error):
+                fsio.remove(bak)
+        raise
+    what = "upgraded from patch id " + str(a.patch_id) if plan.from_backup else "patched"
+    pin = plan.pin or manifest_mod.load_local(target).by_pristine(plan.source_sha)
+    msg = f"{what}: {target} ({PATCH_ID}; {pin.label}); sha256 {plan.output_sha}"
+    data = {
+        **_report(a),
+        "state_before": a.state.value,
+        "state": State.PATCHED.value,
+        "changed": True,
+        "pin": pin.describe(),
+        "output_sha256": plan.output_sha,
+        "backup": {"state": BackupState.PRESENT.value, "path": str(bak), "sha256": plan.source_sha},
+        "notes": a.notes + notes,
+        "pycache_removed": [str(p) for p in removed],
+    }
+    return Result("apply", EXIT_OK, "\n".join([msg] + [f"note: {n}" for n in notes]), data)
+
+
+def _sha_or_none(path: Path) -> str | None:
+    try:
+        return sha256_hex(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _write_target(a: Assessment, plan: _Plan, notes: list[str]) -> list[Path]:
+    """The writes after the backup: local pin (--allow-unknown), target, bytecode."""
+    e = a.engine
+    target = e.target
     fsio.fault("after-backup")
     pin = plan.pin
     if pin is None:
@@ -440,20 +474,7 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
     fsio.fault("after-pycache")
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    what = "upgraded from patch id " + str(a.patch_id) if plan.from_backup else "patched"
-    msg = f"{what}: {target} ({PATCH_ID}; {pin.label}); sha256 {plan.output_sha}"
-    data = {
-        **_report(a),
-        "state_before": a.state.value,
-        "state": State.PATCHED.value,
-        "changed": True,
-        "pin": pin.describe(),
-        "output_sha256": plan.output_sha,
-        "backup": {"state": BackupState.PRESENT.value, "path": str(bak), "sha256": plan.source_sha},
-        "notes": a.notes + notes,
-        "pycache_removed": [str(p) for p in removed],
-    }
-    return Result("apply", EXIT_OK, "\n".join([msg] + [f"note: {n}" for n in notes]), data)
+    return removed
 
 
 # -- verify -------------------------------------------------------------------
