@@ -89,7 +89,8 @@ def main() -> None:
     VENV is the engine's virtual environment (default: $VIRTUAL_ENV, else the
     prefix of the Python running ple4patch). Exit codes: 0 done or nothing to
     do, 1 internal error, 2 usage, 3 engine not found, 4 unpinned file,
-    5 modified/foreign file, 6 lock timeout, 7 not writable, 8 verify failed.
+    5 modified/foreign file, 6 lock timeout, 7 not writable, 8 verify failed,
+    9 selftest failed, 10 checkpoint will not load.
     """
 
 
