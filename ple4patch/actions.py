@@ -417,14 +417,35 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
         if wrote_backup:
             notes.append(f"backup written: {bak.name}")
     try:
-        removed = _write_target(a, plan, notes)
-    except BaseException:  # not writable, disk full, Ctrl-C: leave the venv as it was
+        fsio.fault("after-backup")
+        pin = plan.pin
+        if pin is None:
+            pin = manifest_mod.local_pin(
+                pristine=plan.source_sha,
+                patched=plan.output_sha,
+                patch_id=PATCH_ID,
+                version=e.version,
+                size=len(plan.source),
+            )
+            local = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin)
+            fsio.atomic_write(manifest_mod.local_pins_path(target), local.dumps().encode(), mode=0o644)
+            notes.append(f"recorded a local pin in {manifest_mod.local_pins_path(target).name}")
+            fsio.fault("after-pins")
+        hardlinked = os.stat(target).st_nlink > 1
+        fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
+    except BaseException:  # not writable, disk full, Ctrl-C: take back the backup this run wrote
         if wrote_backup and _sha_or_none(target) == plan.source_sha:
-            with contextlib.suppress(OSError, Ple4Error):
+            with contextlib.suppress(Ple4Error):
                 fsio.remove(bak)
         raise
+    if hardlinked:
+        notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
+    fsio.fault("after-replace")
+    removed = fsio.clean_pycache(target)
+    fsio.fault("after-pycache")
+    if removed:
+        notes.append(f"removed {len(removed)} stale bytecode file(s)")
     what = "upgraded from patch id " + str(a.patch_id) if plan.from_backup else "patched"
-    pin = plan.pin or manifest_mod.load_local(target).by_pristine(plan.source_sha)
     msg = f"{what}: {target} ({PATCH_ID}; {pin.label}); sha256 {plan.output_sha}"
     data = {
         **_report(a),
@@ -445,36 +466,6 @@ def _sha_or_none(path: Path) -> str | None:
         return sha256_hex(path.read_bytes())
     except OSError:
         return None
-
-
-def _write_target(a: Assessment, plan: _Plan, notes: list[str]) -> list[Path]:
-    """The writes after the backup: local pin (--allow-unknown), target, bytecode."""
-    e = a.engine
-    target = e.target
-    fsio.fault("after-backup")
-    pin = plan.pin
-    if pin is None:
-        pin = manifest_mod.local_pin(
-            pristine=plan.source_sha,
-            patched=plan.output_sha,
-            patch_id=PATCH_ID,
-            version=e.version,
-            size=len(plan.source),
-        )
-        local = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin)
-        fsio.atomic_write(manifest_mod.local_pins_path(target), local.dumps().encode(), mode=0o644)
-        notes.append(f"recorded a local pin in {manifest_mod.local_pins_path(target).name}")
-        fsio.fault("after-pins")
-    hardlinked = os.stat(target).st_nlink > 1
-    fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
-    if hardlinked:
-        notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
-    fsio.fault("after-replace")
-    removed = fsio.clean_pycache(target)
-    fsio.fault("after-pycache")
-    if removed:
-        notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return removed
 
 
 # -- verify -------------------------------------------------------------------

@@ -47,10 +47,18 @@ REVERT_FAULT_POINTS = ("after-lock", "after-temp", "after-replace", "after-backu
 
 
 def fault(point: str) -> None:
-    """SIGKILL this process if $PLE4PATCH_FAULT names `point` (tests only)."""
+    """SIGKILL this process if $PLE4PATCH_FAULT names `point` (tests only).
+
+    `$PLE4PATCH_FAULT=sleep:<point>` sleeps there instead (`$PLE4PATCH_FAULT_SLEEP` seconds,
+    default 30) after a line on stderr, so a test can send a signal (Ctrl-C) at that step.
+    """
     assert point in FAULT_POINTS, point
-    if os.environ.get(FAULT_ENV) == point:
+    value = os.environ.get(FAULT_ENV)
+    if value == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif value == f"sleep:{point}":
+        os.write(2, f"ple4patch: test fault point {point}: sleeping\n".encode())
+        time.sleep(float(os.environ.get("PLE4PATCH_FAULT_SLEEP", "30")))
 
 
 def _not_writable(path: Path, exc: OSError, doing: str) -> NotWritable:
@@ -158,10 +166,12 @@ def atomic_write(
             fault("after-temp")
         os.replace(tmp, path)
         fsync_dir(directory)
-    except OSError as exc:
+    except BaseException as exc:  # OSError, and Ctrl-C: never leave the temp file behind
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise _not_writable(path, exc, "write") from None
+        if isinstance(exc, OSError):
+            raise _not_writable(path, exc, "write") from None
+        raise
 
 
 def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
@@ -292,6 +302,12 @@ def clean_stale_pycache(target: Path) -> list[Path]:
 def check_writable(directory: Path) -> None:
     """Fail early (before the lock) when the target's directory cannot take new files."""
     if not os.access(directory, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        if read_only:  # sudo would not help: say so
+            raise _not_writable(directory, OSError(errno.EROFS, os.strerror(errno.EROFS)), "write in")
         raise NotWritable(
             f"cannot write in {directory}: permission denied; run as the venv's owner (or with sudo)"
         )

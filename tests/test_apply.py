@@ -330,9 +330,9 @@ def test_write_error_is_not_writable_and_loses_nothing(venv_a, monkeypatch):
     assert target.read_bytes() == PRISTINE_A
     assert not list(target.parent.glob(".ple4patch-tmp-*"))
     monkeypatch.setattr(os, "replace", real_replace)
-    # the backup written before the failure is the pristine file: status and a re-run are fine
+    # the backup this run wrote is taken back: the venv is as it was, and a re-run is fine
     r = do(actions.status, venv_a)
-    assert (r.data["state"], r.data["backup"]["state"]) == ("pristine", "present")
+    assert (r.data["state"], r.data["backup"]["state"]) == ("pristine", "absent")
     assert do(actions.apply, venv_a).data["changed"]
 
 
