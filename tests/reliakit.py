@@ -155,7 +155,8 @@ def fake_cmd(*args) -> list[str]:
 
 
 def fake_cli(*args, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(fake_cmd(*args), capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(fake_cmd(*args), capture_output=True, text=True, errors="surrogateescape", env=env,
+                          timeout=timeout)
 
 
 def run_real(*args, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:

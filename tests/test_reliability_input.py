@@ -1,0 +1,405 @@
+"""Bad input: each gives one clear line on stderr, its documented exit code, and changes nothing.
+
+"Nothing changed" is a sha256 over the whole site-packages tree (paths, modes, bytes;
+the empty lock file ple4patch creates is skipped), taken before and after. Most cases run
+the real CLI in a subprocess; the file-system faults that need root to be taken away
+(read-only, permission denied, disk full) are simulated in-process around the real CLI
+entry point, and a real read-only bind mount is used where `unshare` allows it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import enginekit
+import reliakit as rk
+from fakepatch import PRISTINE_A, fake_manifest, fake_patch
+from ple4patch import actions, cli, fsio
+from ple4patch.errors import (
+    EXIT_ENGINE_NOT_FOUND,
+    EXIT_MODIFIED,
+    EXIT_NOT_WRITABLE,
+    EXIT_OK,
+    EXIT_VERIFY_FAILED,
+)
+from ple4patch.state import TEMP_PREFIX, backup_path
+
+PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
+MAN = fake_manifest(PRISTINE_A)
+
+
+@pytest.fixture(scope="session")
+def tpl(wheelhouse, tmp_path_factory):
+    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-a",
+                       wheelhouse.engine(PRISTINE_A, version="1.5.0"))
+
+
+@pytest.fixture(scope="session")
+def fake_man(tmp_path_factory):
+    return rk.fake_manifest_file(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture
+def venv(tpl, tmp_path):
+    return rk.clone(tpl, tmp_path / "venv")
+
+
+@pytest.fixture
+def env(fake_man):
+    return rk.env_with([fake_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
+
+
+def refused(command, venv_arg, env, code, *words, venv=None, extra=()):
+    """Run `command`: exit `code`, one line naming `words`, same in --json, nothing changed."""
+    before = rk.tree_hash(venv) if venv is not None else None
+    proc = rk.fake_cli(command, venv_arg, *extra, env=env)
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    line = rk.one_line_error(proc, command)
+    for w in words:
+        assert w in line, (w, line)
+    d = rk.json_of(rk.fake_cli(command, venv_arg, *extra, "--json", env=env))
+    assert d["exit_code"] == code and d["ok"] is False
+    assert d["error"]["message"] in line
+    if venv is not None:
+        assert rk.tree_hash(venv) == before, "a refused command changed the venv"
+    return line
+
+
+# -- the venv argument ---------------------------------------------------------
+
+
+def test_venv_missing(tmp_path, env):
+    for command in ("apply", "revert", "verify"):
+        refused(command, tmp_path / "nope", env, EXIT_ENGINE_NOT_FOUND, "no such venv", "nope")
+
+
+def test_not_a_venv(tmp_path, env):
+    (tmp_path / "notes.txt").write_text("x")
+    for command in ("apply", "revert"):
+        refused(command, tmp_path, env, EXIT_ENGINE_NOT_FOUND, "is not a Python venv")
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_venv_is_a_file(tmp_path, env):
+    f = tmp_path / "venv"
+    f.write_text("not a venv\n")
+    refused("apply", f, env, EXIT_ENGINE_NOT_FOUND, str(f), "not a directory")
+    assert f.read_text() == "not a venv\n"
+
+
+def test_no_engine(new_venv, env):
+    v = new_venv("empty")
+    line = refused("apply", v, env, EXIT_ENGINE_NOT_FOUND, "1cat-vllm is not installed")
+    assert str(v) in line
+
+
+def test_upstream_vllm(wheelhouse, engine_venv, env):
+    v = engine_venv(wheelhouse.engine(PRISTINE_A, name="vllm", version="0.11.0"))
+    for command in ("apply", "revert"):
+        refused(command, v, env, EXIT_ENGINE_NOT_FOUND, "upstream vllm", "1cat-vllm", venv=v)
+
+
+def test_editable_install(wheelhouse, engine_venv, env):
+    v = engine_venv(wheelhouse.editable(PRISTINE_A))
+    refused("apply", v, env, EXIT_ENGINE_NOT_FOUND, "editable", venv=v)
+
+
+# -- the target and its backup ---------------------------------------------------
+
+
+def test_target_missing(venv, env):
+    enginekit.target_of(venv).unlink()
+    for command in ("apply", "revert", "verify"):
+        refused(command, venv, env, EXIT_ENGINE_NOT_FOUND, "reinstall", venv=venv)
+
+
+def test_target_modified_by_hand(venv, env):
+    target = enginekit.target_of(venv)
+    target.write_bytes(PRISTINE_A + b"# tuned by hand\n")
+    refused("apply", venv, env, EXIT_MODIFIED, "neither", "reinstall", venv=venv)
+    refused("apply", venv, env, EXIT_MODIFIED, "neither", venv=venv, extra=["--allow-unknown"])
+    refused("revert", venv, env, EXIT_MODIFIED, "cannot revert", venv=venv)
+    refused("verify", venv, env, EXIT_VERIFY_FAILED, "modified", venv=venv)
+
+
+def test_patched_target_edited_afterwards(venv, env):
+    target = enginekit.target_of(venv)
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    target.write_bytes(target.read_bytes() + b"# edited after patching\n")
+    refused("apply", venv, env, EXIT_MODIFIED, "sentinel", venv=venv)
+    refused("revert", venv, env, EXIT_MODIFIED, "cannot revert", venv=venv)
+    assert backup_path(target).read_bytes() == PRISTINE_A
+
+
+def test_target_is_a_symlink(venv, env, tmp_path):
+    target = enginekit.target_of(venv)
+    real = tmp_path / "elsewhere" / "ple_layer.py"
+    real.parent.mkdir()
+    real.write_bytes(PRISTINE_A)
+    target.unlink()
+    target.symlink_to(real)
+    for command in ("apply", "revert"):
+        refused(command, venv, env, EXIT_MODIFIED, "symlink", venv=venv)
+    assert real.read_bytes() == PRISTINE_A and os.listdir(real.parent) == ["ple_layer.py"]
+
+
+def test_target_hard_linked_like_uv_installs(venv, env, tmp_path):
+    """uv links files from its cache: the cache's copy keeps its bytes through apply and revert."""
+    target = enginekit.target_of(venv)
+    cache = tmp_path / "uv-cache" / "ple_layer.py"
+    cache.parent.mkdir()
+    os.link(target, cache)
+    d = rk.json_of(rk.fake_cli("apply", venv, "--json", env=env))
+    assert d["changed"] and any("hard-linked" in n for n in d["notes"])
+    assert target.read_bytes() == PATCHED_A and cache.read_bytes() == PRISTINE_A
+    assert os.stat(cache).st_nlink == 1  # the target got its own inode
+    assert rk.fake_cli("verify", venv, env=env).returncode == 0
+    d = rk.json_of(rk.fake_cli("revert", venv, "--json", env=env))
+    assert d["restored"] and target.read_bytes() == PRISTINE_A and cache.read_bytes() == PRISTINE_A
+    assert os.stat(target).st_ino != os.stat(cache).st_ino
+
+
+def test_backup_with_other_content_before_apply(venv, env):
+    """A foreign file where the backup goes is never overwritten nor restored: set aside, kept."""
+    target = enginekit.target_of(venv)
+    foreign = b"# somebody's own file named like our backup\n"
+    backup_path(target).write_bytes(foreign)
+    d = rk.json_of(rk.fake_cli("apply", venv, "--json", env=env))
+    assert d["changed"] and any("set aside" in n for n in d["notes"])
+    (aside,) = target.parent.glob(target.name + ".bak-pre-ple4.stale-*")
+    assert aside.read_bytes() == foreign
+    assert backup_path(target).read_bytes() == PRISTINE_A
+    d = rk.json_of(rk.fake_cli("revert", venv, "--json", env=env))
+    assert d["restored"] and target.read_bytes() == PRISTINE_A and aside.read_bytes() == foreign
+
+
+def test_backup_with_other_content_at_revert(venv, env):
+    target = enginekit.target_of(venv)
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    backup_path(target).write_bytes(b"X = 'not the pristine file'\n")
+    refused("revert", venv, env, EXIT_MODIFIED, "corrupt", "nothing written", venv=venv)
+    refused("verify", venv, env, EXIT_VERIFY_FAILED, "corrupt", venv=venv)
+    assert target.read_bytes() == PATCHED_A
+
+
+def test_backup_missing_at_revert(venv, env):
+    target = enginekit.target_of(venv)
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    backup_path(target).unlink()
+    refused("revert", venv, env, EXIT_MODIFIED, "absent", "reinstall", venv=venv)
+    refused("verify", venv, env, EXIT_VERIFY_FAILED, "absent", venv=venv)
+    assert target.read_bytes() == PATCHED_A
+
+
+def test_backup_is_a_directory(venv, env):
+    target = enginekit.target_of(venv)
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    backup_path(target).unlink()
+    backup_path(target).mkdir()
+    refused("revert", venv, env, EXIT_MODIFIED, "corrupt", venv=venv)
+    assert target.read_bytes() == PATCHED_A
+
+
+# -- dist-info -------------------------------------------------------------------
+
+
+def test_dist_info_without_record(venv, env):
+    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist / "RECORD").unlink()
+    for command in ("apply", "revert"):
+        refused(command, venv, env, EXIT_ENGINE_NOT_FOUND, "RECORD", "reinstall", venv=venv)
+
+
+@pytest.mark.parametrize("metadata", [None, b"", b"\xff\xfe\x00garbage\n\n", b"Metadata-Version: 2.1\nName: 1cat-vllm\n"])
+def test_broken_metadata_falls_back_to_the_dist_info_name(venv, env, metadata):
+    """The version is only reported (the sha256 decides): a broken METADATA is not fatal."""
+    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    if metadata is None:
+        (dist / "METADATA").unlink()
+    else:
+        (dist / "METADATA").write_bytes(metadata)
+    d = rk.json_of(rk.fake_cli("status", venv, "--json", env=env))
+    assert d["engine"]["version"] == "1.5.0" and d["state"] == "pristine"
+    assert rk.fake_cli("apply", venv, env=env).returncode == EXIT_OK
+    assert rk.fake_cli("revert", venv, env=env).returncode == EXIT_OK
+    assert enginekit.target_of(venv).read_bytes() == PRISTINE_A
+
+
+# -- paths -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["my venv", "vénv ü 空 env", "latin1-\udce9-venv"], ids=["spaces", "utf8", "non-utf8-byte"])
+def test_paths_with_spaces_and_non_ascii(tpl, env, tmp_path, name):
+    v = rk.clone(tpl, tmp_path / "dir with space" / name)
+    target = enginekit.target_of(v)
+    for locale in ({}, {"LC_ALL": "C"}):
+        e = {**env, **locale}
+        proc = rk.fake_cli("apply", v, env=e)
+        assert proc.returncode == 0, proc.stderr
+        assert "patched:" in proc.stdout and proc.stderr == ""
+        d = rk.json_of(rk.fake_cli("status", v, "--json", env=e))
+        assert d["state"] == "patched" and d["engine"]["target"] == str(target)
+        assert rk.fake_cli("verify", v, env=e).returncode == 0
+        proc = rk.fake_cli("revert", v, env=e)
+        assert proc.returncode == 0, proc.stderr
+        assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
+
+
+# -- file-system faults ----------------------------------------------------------
+
+
+class FaultyOS:
+    """`os` as fsio sees it, with some calls failing the way a real file system fails."""
+
+    def __init__(self, **fail):
+        self._fail = fail  # name -> callable(args) -> errno or None
+        self.partial_temps: list[str] = []
+
+    def __getattr__(self, name):
+        real = getattr(os, name)
+        rule = self._fail.get(name)
+        if rule is None:
+            return real
+
+        def call(*args, **kw):
+            code = rule(self, *args)
+            if code:
+                raise OSError(code, os.strerror(code), str(args[0]) if args else None)
+            return real(*args, **kw)
+
+        return call
+
+
+def run_cli_inprocess(monkeypatch, capsys, fake_man, *args) -> tuple[int, str, str]:
+    monkeypatch.setattr(actions, "_default_patch_source", lambda: fake_patch)
+    monkeypatch.setenv("PLE4PATCH_EXTRA_MANIFESTS", str(fake_man))
+    monkeypatch.delenv("PLE4PATCH_FAULT", raising=False)
+    with pytest.raises(SystemExit) as info:
+        cli.main([str(a) for a in args], prog_name="ple4patch")
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def _creating(path_arg, flags) -> bool:
+    return bool(flags & os.O_CREAT)
+
+
+FAULTS = {
+    # the whole file system is read-only: nothing can be opened for writing
+    "erofs-everywhere": (dict(open=lambda s, p, f, *a: errno.EROFS if f & (os.O_WRONLY | os.O_RDWR) else None),
+                         "read-only"),
+    # a directory root cannot write into (no root): creating files fails
+    "eacces-create": (dict(open=lambda s, p, f, *a: errno.EACCES if f & os.O_CREAT else None), "owner"),
+    # the temp files can be made but not renamed into place
+    "erofs-replace": (dict(replace=lambda s, a, b: errno.EROFS), "read-only"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_not_writable_simulated(fault, command, venv, fake_man, monkeypatch, capsys):
+    target = enginekit.target_of(venv)
+    if command == "revert":
+        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    before = rk.tree_hash(venv)
+    rules, hint = FAULTS[fault]
+    monkeypatch.setattr(fsio, "os", FaultyOS(**rules))
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == EXIT_NOT_WRITABLE, err
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"ple4patch {command}: error: cannot ")
+    assert hint in err
+    assert rk.temps(target) == []
+    assert target.read_bytes() == (PRISTINE_A if command == "apply" else PATCHED_A)
+    assert rk.tree_hash(venv) == before
+
+
+class DiskFull:
+    """ENOSPC in the middle of writing the n-th temp file (after half of it reached the disk)."""
+
+    def __init__(self, nth: int):
+        self.nth, self.seen, self.fds = nth, 0, set()
+
+    def open(self, s, path, flags, *a):
+        return None
+
+    def install(self, monkeypatch):
+        real_open, real_write = os.open, os.write
+        me = self
+
+        class OS:
+            def __getattr__(self, name):
+                return getattr(os, name)
+
+            def open(self, path, flags, *a, **kw):
+                fd = real_open(path, flags, *a, **kw)
+                if os.path.basename(str(path)).startswith(TEMP_PREFIX):
+                    me.seen += 1
+                    if me.seen == me.nth:
+                        me.fds.add(fd)
+                return fd
+
+            def write(self, fd, data):
+                if fd in me.fds:
+                    real_write(fd, bytes(data[: len(data) // 2]))
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                return real_write(fd, data)
+
+        monkeypatch.setattr(fsio, "os", OS())
+
+
+@pytest.mark.parametrize("nth", [1, 2], ids=["writing-the-backup", "writing-the-target"])
+def test_disk_full_apply(nth, venv, fake_man, monkeypatch, capsys):
+    target = enginekit.target_of(venv)
+    before = rk.tree_hash(venv)
+    DiskFull(nth).install(monkeypatch)
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "apply", venv)
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == EXIT_NOT_WRITABLE and "free some disk space" in err and err.count("\n") == 1
+    assert target.read_bytes() == PRISTINE_A and rk.temps(target) == []
+    assert rk.tree_hash(venv) == before, "a failed apply left something behind"
+    assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]  # space is back
+
+
+def test_disk_full_revert(venv, fake_man, monkeypatch, capsys):
+    target = enginekit.target_of(venv)
+    assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    before = rk.tree_hash(venv)
+    DiskFull(1).install(monkeypatch)
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "revert", venv)
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == EXIT_NOT_WRITABLE and "free some disk space" in err
+    assert target.read_bytes() == PATCHED_A and backup_path(target).read_bytes() == PRISTINE_A
+    assert rk.temps(target) == [] and rk.tree_hash(venv) == before
+
+
+def _unshare_ro_works() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount --bind / /mnt 2>/dev/null || mount --bind /tmp /tmp"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_read_only_site_packages_real_mount(command, venv, env):
+    """A real read-only bind mount of site-packages (root cannot write there either)."""
+    if command == "revert":
+        assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    site = enginekit.site_packages(venv)
+    before = rk.tree_hash(venv)
+    script = (f'mount --bind "$SITE" "$SITE" && mount -o remount,ro,bind "$SITE" && '
+              f'exec "$@"')
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd(command, venv, "--json")],
+                          capture_output=True, text=True, env={**env, "SITE": str(site)})
+    d = json.loads(proc.stdout)
+    assert proc.returncode == EXIT_NOT_WRITABLE, (proc.stdout, proc.stderr)
+    assert d["error"]["kind"] == "not_writable" and "read-only" in d["error"]["message"], d
+    assert rk.tree_hash(venv) == before
