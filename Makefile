@@ -13,7 +13,7 @@ TL_STAMP := $(TL_VENV)/.ple4patch-installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test test-main test-triton-latest pin venv clean
+.PHONY: demo test test-main test-triton-latest pin venv clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ test-triton-latest: $(TL_STAMP)
 ## pin: re-pin the manifests from the transform's output (after changing the injected code)
 pin: $(STAMP)
 	$(PY) tools/pin_manifest.py
+
+## bench: PLE gather benchmark on a CUDA GPU (FP8 stock design vs NVFP4 vs raw 90 B copy);
+##        BENCH_PY is a Python with CUDA torch + Triton (the engine's venv, say); writes bench-out/
+BENCH_PY ?= $(PYTHON)
+BENCH_ARGS ?= --tune
+bench:
+	$(BENCH_PY) benchmarks/bench_ple.py --out bench-out $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache
