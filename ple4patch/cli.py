@@ -27,7 +27,7 @@ from typing import Callable
 import click
 
 from . import __version__, actions
-from .errors import EXIT_INTERNAL, Ple4Error
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, Ple4Error
 
 DEBUG_ENV = "PLE4PATCH_DEBUG"
 
@@ -45,6 +45,17 @@ def run_action(command: str, as_json: bool, thunk: Callable[[], "actions.Result"
     """Call `thunk`, print its Result (text or JSON) and exit with its code."""
     try:
         result = thunk()
+    except KeyboardInterrupt:  # Ctrl-C: the writes are atomic and a half-done apply takes itself back
+        msg = (
+            f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
+            f"run `ple4patch status` to see which, and run `ple4patch {command}` again to finish"
+        )
+        if as_json:
+            _emit_json({"schema_version": actions.JSON_SCHEMA_VERSION, "command": command, "ok": False,
+                        "exit_code": EXIT_INTERRUPTED, "error": {"kind": "interrupted", "message": msg}})
+        else:
+            click.echo(f"ple4patch {command}: {msg}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except Ple4Error as err:
         if as_json:
             _emit_json(actions.error_json(command, err))
@@ -90,7 +101,7 @@ def main() -> None:
     prefix of the Python running ple4patch). Exit codes: 0 done or nothing to
     do, 1 internal error, 2 usage, 3 engine not found, 4 unpinned file,
     5 modified/foreign file, 6 lock timeout, 7 not writable, 8 verify failed,
-    9 selftest failed, 10 checkpoint will not load.
+    9 selftest failed, 10 checkpoint will not load, 130 interrupted (Ctrl-C).
     """
 
 

@@ -18,6 +18,7 @@ EXIT_NOT_WRITABLE = 7  # cannot write beside the target (permissions, read-only 
 EXIT_VERIFY_FAILED = 8  # verify: target or backup is not what it must be
 EXIT_SELFTEST_FAILED = 9  # selftest: kernel did not compile or was not bit-exact; torch/triton missing
 EXIT_CHECKPOINT = 10  # inspect: the checkpoint will not load as it is
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): stopped; every file is whole (pristine or patched)
 
 
 class Ple4Error(Exception):
