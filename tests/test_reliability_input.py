@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -23,6 +24,7 @@ from fakepatch import PRISTINE_A, fake_manifest, fake_patch
 from ple4patch import actions, cli, fsio
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,
+    EXIT_INTERRUPTED,
     EXIT_MODIFIED,
     EXIT_NOT_WRITABLE,
     EXIT_OK,
@@ -403,3 +405,48 @@ def test_read_only_site_packages_real_mount(command, venv, env):
     assert proc.returncode == EXIT_NOT_WRITABLE, (proc.stdout, proc.stderr)
     assert d["error"]["kind"] == "not_writable" and "read-only" in d["error"]["message"], d
     assert rk.tree_hash(venv) == before
+
+
+# -- Ctrl-C ----------------------------------------------------------------------
+
+# (command, step where Ctrl-C lands, does the command's write land before it?)
+SIGINT_CASES = [
+    ("apply", "after-lock", False),
+    ("apply", "after-backup", False),
+    ("apply", "after-temp", False),
+    ("apply", "after-replace", True),
+    ("revert", "after-lock", False),
+    ("revert", "after-temp", False),
+    ("revert", "after-replace", True),
+]
+
+
+@pytest.mark.parametrize("command, point, landed", SIGINT_CASES, ids=[f"{c}-{p}" for c, p, _ in SIGINT_CASES])
+def test_ctrl_c(command, point, landed, venv, env):
+    target = enginekit.target_of(venv)
+    if command == "revert":
+        assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    rk.compile_unchecked(target)
+    before = rk.tree_hash(venv)
+    start = target.read_bytes()
+    proc = subprocess.Popen(rk.fake_cmd(command, venv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
+    assert f"fault point {point}: sleeping" in proc.stderr.readline()  # it is at that step now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"ple4patch {command}: interrupted (Ctrl-C)") and "ple4patch status" in err
+    assert rk.temps(target) == []
+    if landed:
+        assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)
+        if command == "apply":
+            assert backup_path(target).read_bytes() == PRISTINE_A
+    else:
+        assert target.read_bytes() == start
+        assert rk.tree_hash(venv) == before, "an interrupted run that wrote nothing must leave nothing"
+    # the re-run finishes the job
+    assert rk.fake_cli(command, venv, env=env).returncode == 0
+    assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)
+    assert backup_path(target).exists() == (command == "apply")
+    rk.assert_imports_current_source(venv)
