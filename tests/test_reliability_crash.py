@@ -26,7 +26,7 @@ import reliakit as rk
 from ple4patch import actions
 from ple4patch import manifest as m
 from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_ENV, LOCK_TIMEOUT_ENV, REVERT_FAULT_POINTS
-from ple4patch.state import backup_path
+from ple4patch.state import BACKUP_SUFFIX, TEMP_PREFIX, backup_path
 
 KILLED = -signal.SIGKILL
 
@@ -186,3 +186,26 @@ def test_killed_again_and_again(standin_tpl, pin, tmp_path):
         proc = rk.run_real(command, venv, env=env())
         assert proc.returncode == 0, proc.stderr
         check_converged(venv, pin, patched=command == "apply")
+
+
+@pytest.mark.parametrize("rerun", ["apply", "revert", "apply-when-patched"])
+def test_partial_temp_of_the_backup_is_never_taken_for_anything(rerun, standin_tpl, patched_tpl, pin, tmp_path):
+    """A kill while the backup's temp file was half written (no fault point sits inside that
+    write, so the leftover is made by hand): status names it, nothing reads it as a backup or
+    a target, and the next run of any command removes it."""
+    venv = rk.clone(patched_tpl if rerun == "apply-when-patched" else standin_tpl, tmp_path / "venv")
+    target = enginekit.target_of(venv)
+    half = target.read_bytes()[: 1000] if rerun != "apply-when-patched" else b"# half a file"
+    leftover = target.parent / f"{TEMP_PREFIX}{target.name}{BACKUP_SUFFIX}-4242-0badf00d"
+    leftover.write_bytes(half)
+    r = actions.status(venv, manifest=manifest())
+    expect_backup = "present" if rerun == "apply-when-patched" else "absent"
+    assert (r.exit_code, r.data["backup"]["state"]) == (0, expect_backup)
+    assert any(leftover.name in n for n in r.data["notes"])
+    assert r.data["state"] == ("patched" if rerun == "apply-when-patched" else "pristine")
+    command = rerun.split("-")[0]
+    proc = rk.run_real(command, venv, "--json", env=env())
+    d = rk.json_of(proc)
+    assert proc.returncode == 0 and any("interrupted run" in n and leftover.name in n for n in d["notes"]), d
+    assert not leftover.exists() and rk.temps(target) == []
+    check_converged(venv, pin, patched=command == "apply")
