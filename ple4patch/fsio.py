@@ -235,19 +235,26 @@ def remove_temp_leftovers(paths: list[Path]) -> list[Path]:
     return removed
 
 
-def clean_pycache(target: Path) -> list[Path]:
-    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode)."""
-    cache = target.parent / "__pycache__"
+def _pycs(target: Path) -> list[Path]:
+    return sorted((target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"))
+
+
+def _unlink_all(paths: list[Path]) -> list[Path]:
     removed = []
-    for pyc in sorted(cache.glob(f"{target.stem}.*.pyc")):
+    for path in paths:
         try:
-            os.unlink(pyc)
-            removed.append(pyc)
+            os.unlink(path)
+            removed.append(path)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise _not_writable(pyc, exc, "remove") from None
+            raise _not_writable(path, exc, "remove") from None
     return removed
+
+
+def clean_pycache(target: Path) -> list[Path]:
+    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode)."""
+    return _unlink_all(_pycs(target))
 
 
 def _pyc_is_of(pyc: bytes, source: bytes, st: os.stat_result) -> bool:
@@ -280,23 +287,16 @@ def clean_stale_pycache(target: Path) -> list[Path]:
         st = os.stat(target)
     except OSError:
         return []
-    removed = []
-    for pyc in sorted((target.parent / "__pycache__").glob(f"{target.stem}.*.pyc")):
+    stale = []
+    for pyc in _pycs(target):
         try:
             with open(pyc, "rb") as fh:
                 head = fh.read(16)
         except OSError:
             head = b""
-        if _pyc_is_of(head, source, st):
-            continue
-        try:
-            os.unlink(pyc)
-            removed.append(pyc)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise _not_writable(pyc, exc, "remove") from None
-    return removed
+        if not _pyc_is_of(head, source, st):
+            stale.append(pyc)
+    return _unlink_all(stale)
 
 
 def check_writable(directory: Path) -> None:
