@@ -17,7 +17,7 @@ import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from . import fsio
 from . import manifest as manifest_mod
@@ -309,6 +309,21 @@ def _unified_diff(old: bytes, new: bytes, rel: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+@contextlib.contextmanager
+def _locked_assessment(
+    engine: Engine, base: Manifest, lock_timeout: float | None
+) -> Iterator[tuple[Assessment, Manifest]]:
+    """Hold the venv lock and yield the target's state read afresh under it (local pins too)."""
+    fsio.refuse_symlink(engine.target)
+    fsio.check_writable(engine.target_dir)
+    with fsio.locked(engine.target_dir, lock_timeout):
+        full = manifest_mod.with_local(base, engine.target)
+        a = assess(engine, full)
+        if a.state is State.MISSING:
+            engine.require_target()
+        yield a, full
+
+
 def apply(
     venv: str | os.PathLike | None = None,
     *,
@@ -330,13 +345,7 @@ def apply(
         full = manifest_mod.with_local(base, engine.target)
         return _apply_dry_run(assess(engine, full), full, allow_unknown, get_transform)
 
-    fsio.refuse_symlink(engine.target)
-    fsio.check_writable(engine.target_dir)
-    with fsio.locked(engine.target_dir, lock_timeout):
-        full = manifest_mod.with_local(base, engine.target)  # local pins, read under the lock
-        a = assess(engine, full)  # re-hashed under the lock
-        if a.state is State.MISSING:
-            engine.require_target()
+    with _locked_assessment(engine, base, lock_timeout) as (a, full):
         if a.state is State.PATCHED:
             return _already_patched(a, _tidy_leftovers(engine.target))
         plan = _plan(a, full, allow_unknown, False, get_transform())
@@ -522,12 +531,7 @@ def revert(
     engine = find_engine(venv)
     engine.require_target()
     base = manifest if manifest is not None else manifest_mod.load()
-    fsio.refuse_symlink(engine.target)
-    fsio.check_writable(engine.target_dir)
-    with fsio.locked(engine.target_dir, lock_timeout):
-        a = assess(engine, manifest_mod.with_local(base, engine.target))
-        if a.state is State.MISSING:
-            engine.require_target()
+    with _locked_assessment(engine, base, lock_timeout) as (a, full):
         notes: list[str] = []
         for p in fsio.remove_temp_leftovers(temp_leftovers(engine.target)):
             notes.append(f"removed a temp file left by an interrupted run: {p.name}")
@@ -544,7 +548,7 @@ def revert(
             if restorable:
                 notes.append("no pin links the files; the transform confirmed the target is the backup's patched output")
         if restorable:
-            return _restore(a, manifest_mod.with_local(base, engine.target), clean, notes)
+            return _restore(a, full, clean, notes)
         if a.state in (State.PATCHED, State.PATCHED_OLDER, State.MODIFIED):
             why = (
                 f"its backup is {a.backup.value}"
