@@ -27,6 +27,7 @@ from .errors import (
     EXIT_OK,
     EngineNotFound,
     ModifiedFile,
+    NotWritable,
     Ple4Error,
     TransformError,
     UnpinnedFile,
@@ -345,6 +346,13 @@ def apply(
         full = manifest_mod.with_local(base, engine.target)
         return _apply_dry_run(assess(engine, full), full, allow_unknown, get_transform)
 
+    try:
+        fsio.check_writable(engine.target_dir)
+    except NotWritable:  # a read-only image patched when it was built: nothing to write, no error
+        a = assess(engine, manifest_mod.with_local(base, engine.target))
+        if a.state is State.PATCHED:
+            return _already_patched(a)
+        raise
     with _locked_assessment(engine, base, lock_timeout) as (a, full):
         if a.state is State.PATCHED:
             return _already_patched(a, _tidy_leftovers(engine.target))
