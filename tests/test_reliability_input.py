@@ -389,18 +389,33 @@ def _unshare_ro_works() -> bool:
     return probe.returncode == 0
 
 
+def run_on_read_only_site(venv, env, *args) -> subprocess.CompletedProcess:
+    script = 'mount --bind "$SITE" "$SITE" && mount -o remount,ro,bind "$SITE" && exec "$@"'
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd(*args)],
+                          capture_output=True, text=True, env={**env, "SITE": str(enginekit.site_packages(venv))})
+
+
+@pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
+def test_read_only_image_patched_at_build_time(venv, env):
+    """A hook re-running apply/verify/status in a read-only image that was patched when built:
+    nothing to write, so it is not an error."""
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    before = rk.tree_hash(venv)
+    for command in ("apply", "verify", "status"):
+        proc = run_on_read_only_site(venv, env, command, venv, "--json")
+        assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
+    assert json.loads(proc.stdout)["state"] == "patched"
+    assert rk.tree_hash(venv) == before
+
+
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_read_only_site_packages_real_mount(command, venv, env):
     """A real read-only bind mount of site-packages (root cannot write there either)."""
     if command == "revert":
         assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    site = enginekit.site_packages(venv)
     before = rk.tree_hash(venv)
-    script = (f'mount --bind "$SITE" "$SITE" && mount -o remount,ro,bind "$SITE" && '
-              f'exec "$@"')
-    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd(command, venv, "--json")],
-                          capture_output=True, text=True, env={**env, "SITE": str(site)})
+    proc = run_on_read_only_site(venv, env, command, venv, "--json")
     d = json.loads(proc.stdout)
     assert proc.returncode == EXIT_NOT_WRITABLE, (proc.stdout, proc.stderr)
     assert d["error"]["kind"] == "not_writable" and "read-only" in d["error"]["message"], d
