@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.codemod import CodemodContext
+from libcst.codemod import CodemodCommand, CodemodContext
 
 from ..errors import TransformError
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
@@ -20,6 +20,22 @@ TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeigh
 
 def _sentinel_count(text: str) -> int:
     return len(re.findall(r"^" + re.escape(sentinel_line()) + r"\s*$", text, flags=re.MULTILINE))
+
+
+def _run(codemod: CodemodCommand, tree: cst.Module) -> cst.Module:
+    """``codemod.transform_module(tree)`` without the metadata pass when it reads no metadata.
+
+    ``Codemod.transform_module`` wraps the tree in a ``MetadataWrapper``, which deep-clones the
+    whole module; for the 127 KB engine file that was ~70 % of ``apply``'s time (4 clones).
+    None of our transforms declares METADATA_DEPENDENCIES or queues AddImports/RemoveImports
+    work in ``context.scratch``, so calling ``transform_module_impl`` gives the same tree.
+    """
+    if codemod.get_inherited_dependencies():
+        return codemod.transform_module(tree)
+    out = codemod.transform_module_impl(tree)
+    if codemod.context.scratch:  # queued follow-up visitors: let libcst run them
+        return codemod.transform_module(tree)
+    return out
 
 
 def patch_source(source: str) -> str:
@@ -40,9 +56,9 @@ def patch_source(source: str) -> str:
     context = CodemodContext()
     for transform in TRANSFORMS:
         if transform in (AddInjectedImports, InjectBlock):
-            tree = transform(context, injected).transform_module(tree)
+            tree = _run(transform(context, injected), tree)
         else:
-            tree = transform(context).transform_module(tree)
+            tree = _run(transform(context), tree)
     out = tree.code
     if _sentinel_count(out) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
