@@ -23,25 +23,16 @@ import sys
 from pathlib import Path
 
 import enginekit
+from enginekit import TEST_MANIFEST, standin_bytes  # one copy, in enginekit (rk.standin_bytes() works)
 from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest
 from ple4patch import fsio
 from ple4patch import manifest as m
 from ple4patch.state import TEMP_PREFIX, backup_path
 
 TESTS = Path(__file__).resolve().parent
-TEST_MANIFEST = TESTS / "fixtures" / "standin_manifest.json"
 DRIVER = TESTS / "reliability_driver.py"
 
 _templates: dict[tuple, Path] = {}
-
-
-def standin_bytes() -> bytes:
-    path = enginekit.standin_file()
-    if path is None:
-        import pytest
-
-        pytest.skip("the stand-in engine is not there yet")
-    return path.read_bytes()
 
 
 _pins: dict[str, tuple[Path, m.Pin]] = {}
