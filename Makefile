@@ -13,7 +13,7 @@ TL_STAMP := $(TL_VENV)/.ple4patch-installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test test-main test-triton-latest pin venv clean bench
+.PHONY: demo test test-main test-triton-latest pin venv clean bench bench-tool
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,13 @@ BENCH_PY ?= $(PYTHON)
 BENCH_ARGS ?= --tune
 bench:
 	$(BENCH_PY) benchmarks/bench_ple.py --out bench-out $(BENCH_ARGS)
+
+## bench-tool: whole-process latency (no GPU): `ple4patch status` against `python -m pip show
+##             1cat-vllm`, and `ple4patch apply`, on a wheel of the largest real engine file
+##             in ../shared/engines (skips if absent); writes bench-out/tool/
+BENCH_TOOL_ARGS ?=
+bench-tool: $(STAMP)
+	$(PY) benchmarks/bench_tool.py --out bench-out/tool $(BENCH_TOOL_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache
