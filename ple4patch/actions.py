@@ -316,8 +316,9 @@ def _locked_assessment(
 ) -> Iterator[tuple[Assessment, Manifest]]:
     """Hold the venv lock and yield the target's state read afresh under it (local pins too)."""
     fsio.refuse_symlink(engine.target)
+    fsio.check_writable(engine.state_dir)
     fsio.check_writable(engine.target_dir)
-    with fsio.locked(engine.target_dir, lock_timeout):
+    with fsio.locked(engine.state_dir, lock_timeout):
         full = manifest_mod.with_local(base, engine.target)
         a = assess(engine, full)
         if a.state is State.MISSING:
@@ -347,6 +348,7 @@ def apply(
         return _apply_dry_run(assess(engine, full), full, allow_unknown, get_transform)
 
     try:
+        fsio.check_writable(engine.state_dir)
         fsio.check_writable(engine.target_dir)
     except NotWritable:  # a read-only image patched when it was built: nothing to write, no error
         a = assess(engine, manifest_mod.with_local(base, engine.target))
@@ -368,7 +370,35 @@ def _tidy_leftovers(target: Path) -> list[str]:
     removed = fsio.clean_stale_pycache(target)
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s) left by an interrupted run")
+    return notes + _tidy_legacy(target)
+
+
+def _tidy_legacy(target: Path) -> list[str]:
+    """Development builds kept the lock and the local pins beside the target, where they kept
+    a stray `vllm` directory alive after `pip uninstall`: move the pins to the root of
+    site-packages and remove both (under the lock, after this run's own writes)."""
+    notes = []
+    old_pins = manifest_mod.legacy_local_pins_path(target)
+    try:
+        if manifest_mod.legacy_local_pins_readable(target):
+            new_pins = manifest_mod.local_pins_path(target)
+            data = manifest_mod.load_local(target).dumps().encode()
+            if _bytes_or_none(new_pins) != data:
+                fsio.atomic_write(new_pins, data, mode=0o644)
+            fsio.remove(old_pins)
+            notes.append(f"moved the local pins from {old_pins.name} beside the target to {new_pins}")
+        if fsio.remove(target.parent / fsio.LOCK_NAME):
+            notes.append(f"removed the lock file an older ple4patch kept beside the target ({fsio.LOCK_NAME})")
+    except NotWritable as err:
+        notes.append(f"could not tidy files an older ple4patch kept beside the target: {err}")
     return notes
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _already_patched(a: Assessment, tidied: list[str] = ()) -> Result:
@@ -446,7 +476,7 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
             )
             local = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin)
             fsio.atomic_write(manifest_mod.local_pins_path(target), local.dumps().encode(), mode=0o644)
-            notes.append(f"recorded a local pin in {manifest_mod.local_pins_path(target).name}")
+            notes.append(f"recorded a local pin in {manifest_mod.local_pins_path(target)}")
             fsio.fault("after-pins")
         hardlinked = os.stat(target).st_nlink > 1
         fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
@@ -462,6 +492,7 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
     fsio.fault("after-pycache")
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s)")
+    notes += _tidy_legacy(target)
     what = "upgraded from patch id " + str(a.patch_id) if plan.from_backup else "patched"
     msg = f"{what}: {target} ({PATCH_ID}; {pin.label}); sha256 {plan.output_sha}"
     data = {
@@ -586,6 +617,7 @@ def revert(
                     f"written over this file; `ple4patch revert --clean {engine.venv}` removes it"
                 )
         notes += _clean_set_aside(engine.target, clean)
+        notes += _tidy_legacy(engine.target)
         return Result(
             "revert",
             EXIT_OK,
@@ -614,6 +646,7 @@ def _restore(a: Assessment, manifest: Manifest, clean: bool, notes: list[str]) -
     notes = notes + _clean_set_aside(e.target, clean)
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s)")
+    notes += _tidy_legacy(e.target)
     msg = f"reverted: {e.target} holds its pristine bytes again (sha256 {a.backup_sha256}); backup removed"
     return Result(
         "revert",

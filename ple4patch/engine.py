@@ -19,7 +19,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -29,6 +29,10 @@ from .errors import EngineNotFound
 DIST_NAME = "1cat-vllm"  # canonical (PEP 503) name of the fork's distribution
 UPSTREAM_NAME = "vllm"  # upstream vLLM: same import package, not patchable
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
+# ple4patch's own per-venv files (the lock, the local pins) live in the root of
+# site-packages, never inside the engine's package: `pip uninstall 1cat-vllm` then
+# leaves no `vllm` directory behind (Python would import it as an empty namespace
+# package), and the files left are harmless (a leading dot: not importable, not a .pth).
 
 # Machine-readable reasons for EngineNotFound (tests and --json read them).
 REASONS = (
@@ -77,6 +81,11 @@ class Engine:
     def target_dir(self) -> Path:
         return self.target.parent
 
+    @property
+    def state_dir(self) -> Path:
+        """Where ple4patch keeps its lock and local pins: the root of site-packages."""
+        return self.site_packages
+
     def require_target(self) -> None:
         """Raise EngineNotFound unless the target file exists."""
         if self.target.is_file():
@@ -108,6 +117,11 @@ class Engine:
             "version": self.version,
             "target": str(self.target),
         }
+
+
+def site_packages_of(target: Path) -> Path:
+    """The site-packages directory of a target path (`<site-packages>/<TARGET_REL>`)."""
+    return target.parents[len(PurePosixPath(TARGET_REL).parts) - 1]
 
 
 def default_venv() -> Path:
@@ -277,7 +291,7 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
         raise _refuse(
             "not_installed",
             f"no engine: 1cat-vllm is not installed in {venv} (looked in {site}); pass the engine's "
-            f"venv (ple4patch apply /path/to/venv) or activate it",
+            f"venv (ple4patch apply /path/to/venv) or activate it" + _leftover_package(site),
         )
     if len(ours) > 1:
         raise _refuse(
@@ -312,6 +326,25 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
         record_sha256=record_sha,
         record_size=record_size,
         record_listed=row is not None,
+    )
+
+
+def _leftover_package(site: Path) -> str:
+    """A note on a `vllm` directory left without an engine (e.g. ple4patch's backup after
+    `pip uninstall` of a patched engine: pip removes only the files it installed)."""
+    pkg = site / "vllm"
+    if pkg.is_symlink() or not pkg.is_dir():
+        return ""
+    names: list[str] = []
+    for root, dirs, files in os.walk(pkg):
+        dirs.sort()
+        names += [os.path.relpath(os.path.join(root, f), site) for f in sorted(files)]
+        if len(names) > 3:
+            break
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") if names else "only empty folders"
+    return (
+        f"; note: {pkg} is left over without an engine ({shown}) and Python imports it as an "
+        f"empty `vllm` namespace package: reinstall 1cat-vllm, or delete that folder"
     )
 
 

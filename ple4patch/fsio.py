@@ -86,6 +86,8 @@ def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
 def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
     """Hold an exclusive fcntl lock on `<directory>/.ple4patch.lock`.
 
+    `directory` is the root of the venv's site-packages (`Engine.state_dir`), never the
+    engine's package: pip uninstall would leave the file there, keeping `vllm/` alive.
     The lock file is left in place (unlinking lock files races); the lock dies
     with the process, so a killed run never leaves the venv locked.
     """

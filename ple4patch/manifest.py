@@ -22,7 +22,8 @@ A pin is recognised by its hash, whatever the installed version string says
 (the range is only reported). Three sources are merged: the shipped files in
 `patches/`, extra files named in `$PLE4PATCH_EXTRA_MANIFESTS` (os.pathsep-separated;
 tests and the demo use it) or passed by the caller, and the venv's local pins
-(`<target>.ple4patch-pins.json`, written by `apply --allow-unknown`).
+(`<site-packages>/.ple4patch-pins.json`, written by `apply --allow-unknown`; the
+`<target>.ple4patch-pins.json` beside the target that development builds wrote is read too).
 
 No libcst, no torch: `status` loads this.
 """
@@ -39,13 +40,15 @@ from typing import Iterable, Mapping
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from .engine import site_packages_of
 from .errors import Ple4Error, UsageError
 
 SCHEMA_VERSION = 1
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
 SHIPPED_DIR = Path(__file__).resolve().parent / "patches"
 EXTRA_ENV = "PLE4PATCH_EXTRA_MANIFESTS"
-LOCAL_PINS_SUFFIX = ".ple4patch-pins.json"
+LOCAL_PINS_NAME = ".ple4patch-pins.json"  # in the root of site-packages
+LEGACY_LOCAL_PINS_SUFFIX = ".ple4patch-pins.json"  # development builds: beside the target
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -260,23 +263,44 @@ def load(
     return out
 
 
-# -- local pins (in the venv, beside the target) ----------------------------
+# -- local pins (in the venv: the root of its site-packages) ------------------
 
 
 def local_pins_path(target: Path) -> Path:
-    return target.with_name(target.name + LOCAL_PINS_SUFFIX)
+    """`<site-packages>/.ple4patch-pins.json`: outside the engine's package, so `pip uninstall`
+    leaves no `vllm` directory behind (and a reinstall of the same version keeps the opt-in)."""
+    return site_packages_of(target) / LOCAL_PINS_NAME
+
+
+def legacy_local_pins_path(target: Path) -> Path:
+    """Where development builds of ple4patch kept the local pins: beside the target."""
+    return target.with_name(target.name + LEGACY_LOCAL_PINS_SUFFIX)
+
+
+def _load_local_file(path: Path) -> Manifest | None:
+    if not path.is_file():
+        return None
+    try:
+        return load_file(path, source="local")
+    except ManifestError:
+        return None
 
 
 def load_local(target: Path) -> Manifest:
-    """The venv's local pins; an unreadable file counts as none (status reports it)."""
-    path = local_pins_path(target)
-    if not path.is_file():
-        return Manifest()
-    try:
-        m = load_file(path, source="local")
-    except ManifestError:
-        return Manifest()
-    return m
+    """The venv's local pins (the legacy file beside the target too; the current file wins
+    for the same pristine hash); an unreadable file counts as none."""
+    out = Manifest()
+    for path in (legacy_local_pins_path(target), local_pins_path(target)):
+        m = _load_local_file(path)
+        if m is not None:
+            out.pins.update(m.pins)
+            out.sources = ["local"]
+    return out
+
+
+def legacy_local_pins_readable(target: Path) -> bool:
+    """Whether a legacy local pins file exists and parses (only then may it be moved)."""
+    return _load_local_file(legacy_local_pins_path(target)) is not None
 
 
 def with_local(manifest: Manifest, target: Path) -> Manifest:

@@ -30,7 +30,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engine import Engine, sha256_hex
+from .engine import Engine, sha256_hex, site_packages_of
 from .manifest import Manifest, Pin
 from .sentinel import PATCH_ID, find_patch_id
 
@@ -71,12 +71,16 @@ def set_aside_backups(target: Path) -> list[Path]:
 
 
 def temp_leftovers(target: Path) -> list[Path]:
-    """Temp files a killed apply/revert left beside the target."""
-    try:
-        names = sorted(os.listdir(target.parent))
-    except OSError:
-        return []
-    return [target.parent / n for n in names if n.startswith(TEMP_PREFIX)]
+    """Temp files a killed apply/revert left beside the target, or beside the local pins
+    (in the root of site-packages)."""
+    out = []
+    for directory in (target.parent, site_packages_of(target)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        out += [directory / n for n in names if n.startswith(TEMP_PREFIX)]
+    return out
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,44 @@ def test_unpinned_refused_then_allow_unknown(venv_a):
     assert do(actions.apply, venv_a, manifest=empty).data["changed"] is True
 
 
+def test_lock_and_local_pins_live_in_site_packages_root(venv_a):
+    """Not in the engine's package: pip uninstall would leave them there, keeping `vllm/` alive."""
+    target = enginekit.target_of(venv_a)
+    site = enginekit.site_packages(venv_a)
+    do(actions.apply, venv_a, manifest=m.Manifest(), allow_unknown=True)
+    assert m.local_pins_path(target) == site / ".ple4patch-pins.json"
+    assert m.local_pins_path(target).is_file() and (site / fsio.LOCK_NAME).is_file()
+    assert [n for n in os.listdir(target.parent) if "ple4patch" in n] == []
+    # a temp file of the pins that a killed run left there is named and removed like any other
+    leftover = site / ".ple4patch-tmp-.ple4patch-pins.json-4242-0badf00d"
+    leftover.write_bytes(b"{")
+    assert any(leftover.name in n for n in do(actions.status, venv_a, manifest=m.Manifest()).data["notes"])
+    do(actions.apply, venv_a, manifest=m.Manifest())
+    assert not leftover.exists()
+
+
+def test_lock_and_pins_of_a_development_build_are_read_then_moved(venv_a):
+    """Development builds kept the lock and the local pins beside the target: those pins still
+    count, and the next apply or revert moves them to site-packages' root and removes both."""
+    target = enginekit.target_of(venv_a)
+    empty = m.Manifest()
+    do(actions.apply, venv_a, manifest=empty, allow_unknown=True)
+    legacy = m.legacy_local_pins_path(target)
+    assert legacy == target.with_name("ple_layer.py.ple4patch-pins.json")
+    pins = m.local_pins_path(target).read_bytes()
+    os.rename(m.local_pins_path(target), legacy)  # as a development build left them
+    (target.parent / fsio.LOCK_NAME).write_bytes(b"")
+    r = do(actions.status, venv_a, manifest=empty)
+    assert (r.data["state"], r.data["pin"]["source"]) == ("patched", "local")
+    r = do(actions.apply, venv_a, manifest=empty)
+    assert r.data["changed"] is False and any("moved the local pins" in n for n in r.data["notes"])
+    assert [n for n in os.listdir(target.parent) if "ple4patch" in n] == []
+    assert m.local_pins_path(target).read_bytes() == pins
+    assert do(actions.revert, venv_a, manifest=empty).data["restored"]
+    r = do(actions.status, venv_a, manifest=empty)
+    assert (r.data["state"], r.data["pin"]["source"]) == ("pristine", "local")
+
+
 def test_modified_refused_and_nothing_written(venv_a):
     target = enginekit.target_of(venv_a)
     target.write_bytes(PRISTINE_A + b"# local edit\n")
@@ -283,7 +321,7 @@ def test_lock_timeout(venv_a):
     held, release = threading.Event(), threading.Event()
 
     def hold():
-        with fsio.locked(target.parent, timeout=1):
+        with fsio.locked(enginekit.site_packages(venv_a), timeout=1):  # where ple4patch locks
             held.set()
             release.wait(10)
 

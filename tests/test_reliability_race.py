@@ -149,7 +149,7 @@ def test_concurrent_applies_real_transform(wheelhouse, tmp_path_factory, tmp_pat
 
 
 def hold_lock(venv):
-    fd = os.open(enginekit.target_of(venv).parent / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(enginekit.site_packages(venv) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 

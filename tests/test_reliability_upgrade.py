@@ -15,6 +15,7 @@ import pytest
 
 import enginekit
 import reliakit as rk
+from fakepatch import PRISTINE_A
 from ple4patch.errors import EXIT_ENGINE_NOT_FOUND, EXIT_UNPINNED, EXIT_VERIFY_FAILED
 from ple4patch.state import backup_path
 
@@ -155,3 +156,58 @@ def test_uninstall_then_reinstall_same_version(wheelhouse, tmp_path_factory, tmp
     rc, d = cli("revert", venv, env=env)  # nothing to restore; the leftover backup goes
     assert (rc, d["restored"]) == (0, False) and not backup_path(target).exists()
     assert rk.sha(target) == pin.pristine_sha256
+
+
+def fake_json(*args, env):
+    proc = rk.fake_cli(*args, "--json", env=env)
+    return proc.returncode, rk.json_of(proc)
+
+
+def files_under(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+
+
+def test_uninstall_after_revert_leaves_no_vllm_package(wheelhouse, tmp_path):
+    """ple4patch's lock and local pins live in the root of site-packages, not in the engine's
+    package: after apply --allow-unknown, revert and pip uninstall, no stray `vllm` directory
+    (an empty namespace package to Python) is left; a reinstall keeps the opt-in."""
+    wheel = wheelhouse.engine(PRISTINE_A, version="1.5.0")
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheel)
+    env = rk.env_with()  # nothing pins PRISTINE_A: --allow-unknown records a local pin
+    site = enginekit.site_packages(venv)
+    assert fake_json("apply", venv, "--allow-unknown", env=env)[0] == 0
+    assert rk.fake_cli("revert", venv, env=env).returncode == 0
+    pip(venv, "uninstall", "-y", "1cat-vllm")
+    assert not (site / "vllm").exists(), files_under(site / "vllm")
+    proc = subprocess.run([str(enginekit.venv_python(venv)), "-c", "import vllm"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "No module named 'vllm'" in proc.stderr
+    rc, d = fake_json("status", venv, env=env)
+    assert (rc, d["reason"]) == (EXIT_ENGINE_NOT_FOUND, "not_installed")
+    assert "left over" not in d["error"]
+
+    enginekit.install(venv, wheel)  # the same version again: the recorded opt-in stands
+    rc, d = fake_json("status", venv, env=env)
+    assert (rc, d["state"], d["pin"]["source"]) == (0, "pristine", "local")
+    rc, d = fake_json("apply", venv, env=env)
+    assert (rc, d["changed"]) == (0, True)
+
+
+def test_uninstall_of_a_patched_engine_names_what_is_left(wheelhouse, tmp_path_factory, tmp_path):
+    """pip leaves the backup (pip does not know it; the backup stays beside the target by
+    contract), and nothing else of ple4patch's in the package; engine discovery says the engine
+    is not installed and names the leftover folder Python would import as `vllm`."""
+    venv = enginekit.make_venv(tmp_path / "venv")
+    enginekit.install(venv, wheelhouse.engine(PRISTINE_A, version="1.5.0"))
+    env = rk.env_with([rk.fake_manifest_file(tmp_path_factory.getbasetemp())])
+    site = enginekit.site_packages(venv)
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    pip(venv, "uninstall", "-y", "1cat-vllm")
+    assert files_under(site / "vllm") == ["models/qwen4_exp/nvidia/ple_layer.py.bak-pre-ple4"]
+    for command in ("status", "apply", "revert"):
+        proc = rk.fake_cli(command, venv, env=env)
+        assert proc.returncode == EXIT_ENGINE_NOT_FOUND
+        line = proc.stdout if command == "status" else rk.one_line_error(proc, command)
+        assert "1cat-vllm is not installed" in line and "\n" not in line.strip()
+        assert f"{site / 'vllm'} is left over" in line and "ple_layer.py.bak-pre-ple4" in line, line
+        assert "namespace package" in line and "reinstall 1cat-vllm" in line
