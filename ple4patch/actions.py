@@ -312,18 +312,38 @@ def _unified_diff(old: bytes, new: bytes, rel: str) -> str:
 
 @contextlib.contextmanager
 def _locked_assessment(
-    engine: Engine, base: Manifest, lock_timeout: float | None
-) -> Iterator[tuple[Assessment, Manifest]]:
-    """Hold the venv lock and yield the target's state read afresh under it (local pins too)."""
-    fsio.refuse_symlink(engine.target)
-    fsio.check_writable(engine.state_dir)
-    fsio.check_writable(engine.target_dir)
-    with fsio.locked(engine.state_dir, lock_timeout):
+    engine: Engine,
+    base: Manifest,
+    lock_timeout: float | None,
+    nothing_to_write: Callable[[Assessment], bool],
+) -> Iterator[tuple[Assessment, Manifest, NotWritable | None]]:
+    """Hold the venv lock and yield the target's state read afresh under it (local pins too).
+
+    When the venv cannot be written (read-only file system, no permission) and
+    `nothing_to_write(state)` says the command has nothing to write, there is no error: it
+    yields the state read without the lock and the NotWritable (None when locked), and the
+    command must then write nothing. A command with nothing to do needs no write access.
+    """
+    with contextlib.ExitStack() as stack:
+        not_writable: NotWritable | None = None
+        try:
+            fsio.check_writable(engine.state_dir)
+            fsio.check_writable(engine.target_dir)
+            fsio.refuse_symlink(engine.target)
+            stack.enter_context(fsio.locked(engine.state_dir, lock_timeout))
+        except NotWritable as err:  # e.g. a read-only image patched when it was built
+            not_writable = err
         full = manifest_mod.with_local(base, engine.target)
         a = assess(engine, full)
+        if not_writable is not None and not nothing_to_write(a):
+            raise not_writable
         if a.state is State.MISSING:
             engine.require_target()
-        yield a, full
+        yield a, full, not_writable
+
+
+def _no_stale_bytecode(a: Assessment) -> bool:
+    return not fsio.stale_pycache(a.target)
 
 
 def apply(
@@ -347,17 +367,12 @@ def apply(
         full = manifest_mod.with_local(base, engine.target)
         return _apply_dry_run(assess(engine, full), full, allow_unknown, get_transform)
 
-    try:
-        fsio.check_writable(engine.state_dir)
-        fsio.check_writable(engine.target_dir)
-    except NotWritable:  # a read-only image patched when it was built: nothing to write, no error
-        a = assess(engine, manifest_mod.with_local(base, engine.target))
+    def nothing_to_write(a: Assessment) -> bool:
+        return a.state is State.PATCHED and _no_stale_bytecode(a)
+
+    with _locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
         if a.state is State.PATCHED:
-            return _already_patched(a)
-        raise
-    with _locked_assessment(engine, base, lock_timeout) as (a, full):
-        if a.state is State.PATCHED:
-            return _already_patched(a, _tidy_leftovers(engine.target))
+            return _already_patched(a, [] if not_writable else _tidy_leftovers(engine.target))
         plan = _plan(a, full, allow_unknown, False, get_transform())
         return _write_apply(a, plan)
 
@@ -570,8 +585,16 @@ def revert(
     engine = find_engine(venv)
     engine.require_target()
     base = manifest if manifest is not None else manifest_mod.load()
-    with _locked_assessment(engine, base, lock_timeout) as (a, full):
+    def nothing_to_write(a: Assessment) -> bool:  # pristine; and --clean has nothing to remove
+        if a.state not in (State.PRISTINE, State.UNPINNED) or not _no_stale_bytecode(a):
+            return False
+        return not (clean and (a.backup in (BackupState.STALE, BackupState.CORRUPT)
+                               or set_aside_backups(engine.target)))
+
+    with _locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
         notes: list[str] = []
+        if not_writable:  # read-only, and nothing to revert: write nothing at all
+            return _nothing_to_revert(a, clean, notes, not_writable)
         for p in fsio.remove_temp_leftovers(temp_leftovers(engine.target)):
             notes.append(f"removed a temp file left by an interrupted run: {p.name}")
         restorable = a.state in (State.PATCHED, State.PATCHED_OLDER) and a.backup is BackupState.PRESENT
@@ -598,32 +621,45 @@ def revert(
                 f"cannot revert {engine.target}: {why}; nothing written. Restore the engine with "
                 f"{_reinstall_hint(engine)}"
             )
-        # pristine or as shipped: nothing to restore
-        msg = f"nothing to revert: {engine.target} is {_state_line(a)}"
+        return _nothing_to_revert(a, clean, notes, None)
+
+
+def _nothing_to_revert(a: Assessment, clean: bool, notes: list[str], not_writable: NotWritable | None) -> Result:
+    """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
+    (`not_writable` is None); otherwise writes nothing and says so."""
+    engine = a.engine
+    msg = f"nothing to revert: {engine.target} is {_state_line(a)}; nothing to do"
+    if not_writable is not None:
+        notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
+    else:
         removed = fsio.clean_stale_pycache(engine.target)
         if removed:
             notes.append(f"removed {len(removed)} stale bytecode file(s) left by an interrupted run")
-        if a.backup is BackupState.PRESENT:
+    if a.backup is BackupState.PRESENT:
+        if not_writable is None:
             fsio.remove(a.backup_path)
             notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
-        elif a.backup in (BackupState.STALE, BackupState.CORRUPT):
-            if clean:
-                fsio.remove(a.backup_path)
-                notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")
-            else:
-                notes.append(
-                    f"the backup {a.backup_path.name} is {a.backup.value}: it belongs to another engine "
-                    f"version or build (the engine was upgraded or reinstalled since apply) and is never "
-                    f"written over this file; `ple4patch revert --clean {engine.venv}` removes it"
-                )
+        else:
+            notes.append(f"a leftover backup identical to the target stays ({a.backup_path.name}; harmless)")
+    elif a.backup in (BackupState.STALE, BackupState.CORRUPT):
+        if clean:  # only when writable: nothing_to_write refuses --clean with such a backup
+            fsio.remove(a.backup_path)
+            notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")
+        else:
+            notes.append(
+                f"the backup {a.backup_path.name} is {a.backup.value}: it belongs to another engine "
+                f"version or build (the engine was upgraded or reinstalled since apply) and is never "
+                f"written over this file; `ple4patch revert --clean {engine.venv}` removes it"
+            )
+    if not_writable is None:
         notes += _clean_set_aside(engine.target, clean)
         notes += _tidy_legacy(engine.target)
-        return Result(
-            "revert",
-            EXIT_OK,
-            "\n".join([msg] + [f"note: {n}" for n in notes]),
-            {**_report(a), "changed": False, "restored": False, "notes": a.notes + notes},
-        )
+    return Result(
+        "revert",
+        EXIT_OK,
+        "\n".join([msg] + [f"note: {n}" for n in notes]),
+        {**_report(a), "changed": False, "restored": False, "notes": a.notes + notes},
+    )
 
 
 def _clean_set_aside(target: Path, clean: bool) -> list[str]:

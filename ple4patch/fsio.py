@@ -278,12 +278,8 @@ def _pyc_is_of(pyc: bytes, source: bytes, st: os.stat_result) -> bool:
     return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
 
 
-def clean_stale_pycache(target: Path) -> list[Path]:
-    """Remove the target's pycs that are not provably compiled from its current bytes.
-
-    For runs that find nothing to write (already patched, nothing to revert): a run killed
-    between the replace and `clean_pycache` leaves stale bytecode behind it.
-    """
+def stale_pycache(target: Path) -> list[Path]:
+    """The target's pycs that are not provably compiled from its current bytes (reads only)."""
     try:
         source = target.read_bytes()
         st = os.stat(target)
@@ -298,7 +294,16 @@ def clean_stale_pycache(target: Path) -> list[Path]:
             head = b""
         if not _pyc_is_of(head, source, st):
             stale.append(pyc)
-    return _unlink_all(stale)
+    return stale
+
+
+def clean_stale_pycache(target: Path) -> list[Path]:
+    """Remove the target's pycs that are not provably compiled from its current bytes.
+
+    For runs that find nothing to write (already patched, nothing to revert): a run killed
+    between the replace and `clean_pycache` leaves stale bytecode behind it.
+    """
+    return _unlink_all(stale_pycache(target))
 
 
 def check_writable(directory: Path) -> None:

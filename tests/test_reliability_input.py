@@ -10,6 +10,7 @@ entry point, and a real read-only bind mount is used where `unshare` allows it.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -20,11 +21,12 @@ import pytest
 
 import enginekit
 import reliakit as rk
-from fakepatch import PRISTINE_A, fake_manifest, fake_patch
+from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
 from ple4patch import actions, cli, fsio
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,
     EXIT_INTERRUPTED,
+    EXIT_LOCK_TIMEOUT,
     EXIT_MODIFIED,
     EXIT_NOT_WRITABLE,
     EXIT_OK,
@@ -406,6 +408,77 @@ def test_read_only_image_patched_at_build_time(venv, env):
         assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
     assert json.loads(proc.stdout)["state"] == "patched"
     assert rk.tree_hash(venv) == before
+
+
+@pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
+def test_read_only_pristine_venv_revert_verify_status(venv, env):
+    """Nothing to revert in a read-only venv is not an error either (no write access needed);
+    verify and status say what they say on a writable venv."""
+    before = rk.tree_hash(venv)
+    proc = run_on_read_only_site(venv, env, "revert", venv)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "nothing to revert" in proc.stdout and "nothing to do" in proc.stdout and proc.stderr == ""
+    proc = run_on_read_only_site(venv, env, "revert", venv, "--json")
+    d = json.loads(proc.stdout)
+    assert (proc.returncode, d["changed"], d["restored"], d["state"]) == (0, False, False, "pristine"), d
+    proc = run_on_read_only_site(venv, env, "status", venv, "--json")
+    assert (proc.returncode, json.loads(proc.stdout)["state"]) == (0, "pristine")
+    proc = run_on_read_only_site(venv, env, "verify", venv, "--json")
+    assert (proc.returncode, json.loads(proc.stdout)["error"]["kind"]) == (EXIT_VERIFY_FAILED, "verify_failed")
+    assert rk.tree_hash(venv) == before
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["revert", "revert-clean"])
+def test_read_only_pristine_venv_revert_simulated(clean, venv, fake_man, monkeypatch, capsys):
+    """The same with the whole file system read-only (simulated): revert has nothing to write,
+    unless --clean asks it to remove a stale backup, which needs write access (exit 7)."""
+    target = enginekit.target_of(venv)
+    backup_path(target).write_bytes(PRISTINE_B)  # another engine version's backup: stale
+    before = rk.tree_hash(venv)
+    monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
+    args = ["revert", venv, "--json"] + (["--clean"] if clean else [])
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, *args)
+    monkeypatch.setattr(fsio, "os", os)
+    d = json.loads(out)
+    if clean:
+        assert code == EXIT_NOT_WRITABLE and "read-only" in d["error"]["message"], d
+    else:
+        assert (code, d["changed"], d["state"]) == (0, False, "pristine"), d
+        assert "nothing to do" in d["message"] and any("revert --clean" in n for n in d["notes"])
+    assert rk.tree_hash(venv) == before
+
+
+def test_read_only_revert_with_stale_bytecode_is_an_error(venv, fake_man, monkeypatch, capsys):
+    """A pristine file with an unchecked pyc of the patched bytes (a revert killed before its
+    clean-up) still runs the patched code: that needs a write, so read-only is exit 7."""
+    target = enginekit.target_of(venv)
+    target.write_bytes(PATCHED_A)
+    rk.compile_unchecked(target)
+    target.write_bytes(PRISTINE_A)
+    before = rk.tree_hash(venv)
+    monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "revert", venv)
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == EXIT_NOT_WRITABLE and "read-only" in err, err
+    assert rk.tree_hash(venv) == before
+
+
+def test_verify_and_status_never_take_the_lock(venv, env):
+    """They only read: they neither wait for a held lock nor create the lock file."""
+    site = enginekit.site_packages(venv)
+    for command, code in (("status", 0), ("verify", EXIT_VERIFY_FAILED)):
+        assert rk.fake_cli(command, venv, env=env).returncode == code
+    assert not list(site.rglob(fsio.LOCK_NAME)), "status/verify created a lock file"
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    fd = os.open(site / fsio.LOCK_NAME, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another ple4patch holds the venv
+    try:
+        for command in ("status", "verify"):
+            proc = rk.fake_cli(command, venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}, timeout=20)
+            assert proc.returncode == 0, (command, proc.stderr)
+        assert rk.fake_cli("revert", venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}).returncode == EXIT_LOCK_TIMEOUT
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
