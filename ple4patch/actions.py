@@ -467,18 +467,19 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
     for p in fsio.remove_temp_leftovers(temp_leftovers(target)):
         notes.append(f"removed a temp file left by an interrupted run: {p.name}")
     bak = a.backup_path
-    if not plan.from_backup and a.backup in (BackupState.STALE, BackupState.CORRUPT):
-        dest = fsio.set_aside(bak, a.backup_sha256)
-        notes.append(
-            f"the old backup was {a.backup.value} (not made from this file); set aside as {dest.name}, "
-            f"it will never be restored (`ple4patch revert --clean` removes it)"
-        )
-    wrote_backup = False
-    if not plan.from_backup:
-        wrote_backup = fsio.write_backup(bak, plan.source, like=target)
-        if wrote_backup:
-            notes.append(f"backup written: {bak.name}")
+    undo = _ApplyUndo(target, bak, plan.source_sha)
     try:
+        if not plan.from_backup and a.backup in (BackupState.STALE, BackupState.CORRUPT):
+            undo.aside = fsio.stale_name(bak, a.backup_sha256)
+            fsio.set_aside(bak, a.backup_sha256, dest=undo.aside)
+            notes.append(
+                f"the old backup was {a.backup.value} (not made from this file); set aside as "
+                f"{undo.aside.name}, it will never be restored (`ple4patch revert --clean` removes it)"
+            )
+        if not plan.from_backup:
+            undo.backup_was_absent = not (bak.exists() or bak.is_symlink())
+            if fsio.write_backup(bak, plan.source, like=target):
+                notes.append(f"backup written: {bak.name}")
         fsio.fault("after-backup")
         pin = plan.pin
         if pin is None:
@@ -489,17 +490,26 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
                 version=e.version,
                 size=len(plan.source),
             )
-            local = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin)
-            fsio.atomic_write(manifest_mod.local_pins_path(target), local.dumps().encode(), mode=0o644)
-            notes.append(f"recorded a local pin in {manifest_mod.local_pins_path(target)}")
+            pins = manifest_mod.local_pins_path(target)
+            data = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin).dumps().encode()
+            before = _bytes_or_none(pins)
+            if before != data:
+                undo.pins = pins
+                if before is not None:  # the old bytes stay under a temp name until the patch lands
+                    undo.pins_kept = fsio.keep_aside(pins)
+                fsio.atomic_write(pins, data, mode=0o644)
+                notes.append(f"recorded a local pin in {pins}")
+            else:
+                notes.append(f"the local pin in {pins} stands (recorded by an earlier run)")
             fsio.fault("after-pins")
         hardlinked = os.stat(target).st_nlink > 1
         fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
-    except BaseException:  # not writable, disk full, Ctrl-C: take back the backup this run wrote
-        if wrote_backup and _sha_or_none(target) == plan.source_sha:
-            with contextlib.suppress(Ple4Error):
-                fsio.remove(bak)
+    except BaseException:  # not writable, disk full, Ctrl-C: the venv goes back to how it was
+        undo.run()
         raise
+    if undo.pins_kept is not None:
+        with contextlib.suppress(Ple4Error):  # a leftover is a temp file: the next run removes it
+            fsio.remove(undo.pins_kept)
     if hardlinked:
         notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
     fsio.fault("after-replace")
@@ -522,6 +532,57 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
         "pycache_removed": [str(p) for p in removed],
     }
     return Result("apply", EXIT_OK, "\n".join([msg] + [f"note: {n}" for n in notes]), data)
+
+
+@dataclass
+class _ApplyUndo:
+    """What a failed apply takes back, so that the venv is exactly as before it: the backup it
+    wrote, the stale backup it set aside (renamed back), the local pin it added (the old pins
+    file renamed back). Renames and unlinks only: they work on a full disk. Only while the
+    target still holds its old bytes: once the patch has landed, its result stays."""
+
+    target: Path
+    backup: Path
+    source_sha: str
+    aside: Path | None = None  # where this run set the old backup aside
+    backup_was_absent: bool = False  # the backup path was free when this run wrote its backup
+    pins: Path | None = None  # the local pins file this run wrote
+    pins_kept: Path | None = None  # its earlier bytes, under a temp name (None: there was none)
+
+    def run(self) -> None:
+        if _sha_or_none(self.target) != self.source_sha:
+            return
+        steps = []
+        if self.backup_was_absent:
+            steps.append(lambda: fsio.remove(self.backup))
+        if self.aside is not None:
+            steps.append(self._unset_aside)
+        if self.pins is not None:
+            steps.append(self._restore_pins)
+        for step in steps:  # best effort, each on its own: a failure must not hide the first error
+            with contextlib.suppress(Ple4Error, OSError):
+                step()
+
+    def _unset_aside(self) -> None:
+        assert self.aside is not None
+        if _lexists(self.aside) and not _lexists(self.backup):
+            os.rename(self.aside, self.backup)
+            fsio.fsync_dir(self.backup.parent)
+
+    def _restore_pins(self) -> None:
+        assert self.pins is not None
+        if self.pins_kept is None:
+            fsio.remove(self.pins)
+        elif _lexists(self.pins_kept):
+            if _lexists(self.pins) and os.path.samestat(os.lstat(self.pins), os.lstat(self.pins_kept)):
+                fsio.remove(self.pins_kept)  # never replaced (and rename() between links is a no-op)
+            else:
+                os.replace(self.pins_kept, self.pins)
+                fsio.fsync_dir(self.pins.parent)
+
+
+def _lexists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
 
 
 def _sha_or_none(path: Path) -> str | None:

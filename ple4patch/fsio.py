@@ -176,6 +176,24 @@ def atomic_write(
         raise
 
 
+def keep_aside(path: Path) -> Path:
+    """Keep `path`'s current bytes under a temp name beside it (a hard link, else a copy), so
+    a failed run can put them back with a rename, which needs no disk space. A leftover is a
+    temp file like any other: status names it, the next apply/revert removes it."""
+    keep = path.parent / f"{TEMP_PREFIX}{path.name}-keep-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.link(path, keep, follow_symlinks=False)
+    except OSError:  # no hard links here: a copy (made before anything changes)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _not_writable(path, exc, "read") from None
+        atomic_write(keep, data, like=path)
+        return keep
+    fsync_dir(path.parent)
+    return keep
+
+
 def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
     """Make `backup` hold `data`. Returns False when it already did.
 
@@ -201,14 +219,20 @@ def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
     return True
 
 
-def set_aside(path: Path, sha256: str | None) -> Path:
-    """Rename a stale/corrupt backup to `<path>.stale-<sha12>` so it is never restored."""
+def stale_name(path: Path, sha256: str | None) -> Path:
+    """A free name `<path>.stale-<sha12>[-n]` to set a stale/corrupt backup aside under."""
     tag = (sha256 or "unreadable")[:12]
     dest = path.with_name(f"{path.name}.stale-{tag}")
     n = 1
     while dest.exists() or dest.is_symlink():
         dest = path.with_name(f"{path.name}.stale-{tag}-{n}")
         n += 1
+    return dest
+
+
+def set_aside(path: Path, sha256: str | None, *, dest: Path | None = None) -> Path:
+    """Rename a stale/corrupt backup to `dest` (default `stale_name`) so it is never restored."""
+    dest = dest if dest is not None else stale_name(path, sha256)
     try:
         os.rename(path, dest)
         fsync_dir(path.parent)

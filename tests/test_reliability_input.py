@@ -23,6 +23,7 @@ import enginekit
 import reliakit as rk
 from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
 from ple4patch import actions, cli, fsio
+from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,
     EXIT_INTERRUPTED,
@@ -369,6 +370,82 @@ def test_disk_full_apply(nth, venv, fake_man, monkeypatch, capsys):
     assert target.read_bytes() == PRISTINE_A and rk.temps(target) == []
     assert rk.tree_hash(venv) == before, "a failed apply left something behind"
     assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]  # space is back
+
+
+# -- a failed apply --allow-unknown: the local pin it added and the backup it set aside go back
+
+
+@pytest.fixture(scope="session")
+def b_only_man(tmp_path_factory):
+    """Pins only PRISTINE_B: the venv's PRISTINE_A is unpinned (apply needs --allow-unknown),
+    and a backup holding B is a stale one (another engine version's)."""
+    path = tmp_path_factory.mktemp("b-only") / "b_only_manifest.json"
+    path.write_text(fake_manifest(PRISTINE_B).dumps())
+    return path
+
+
+def earlier_opt_in(target) -> None:
+    """What an earlier version left: a local pin of its own file and its (now stale) backup."""
+    other = m.local_pin(pristine="c" * 64, patched="d" * 64, patch_id="nvfp4-rowpacked-1", version="1.4.9", size=7)
+    m.local_pins_path(target).write_text(m.add_local_pin(m.Manifest(), other).dumps())
+    backup_path(target).write_bytes(PRISTINE_B)
+
+
+UNKNOWN_FAILURES = {
+    "disk-full-backup": lambda target: DiskFull(1),
+    "disk-full-pins": lambda target: DiskFull(2),
+    "disk-full-target": lambda target: DiskFull(3),
+    "erofs-replace-target": lambda target: FaultyOS(replace=lambda s, a, b: errno.EROFS if str(b) == str(target) else None),
+}
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["fresh", "earlier-opt-in-and-stale-backup"])
+@pytest.mark.parametrize("failure", list(UNKNOWN_FAILURES))
+def test_failed_allow_unknown_apply_leaves_the_venv_as_it_was(failure, earlier, venv, b_only_man, monkeypatch, capsys):
+    """Disk full at each write, or the target's replace refused: the local pin this run added
+    is taken back (an earlier pins file keeps its bytes), a stale backup it set aside gets its
+    name back, the backup it wrote goes: the site-packages hash is unchanged."""
+    target = enginekit.target_of(venv)
+    site = enginekit.site_packages(venv)
+    if earlier:
+        earlier_opt_in(target)
+    pins_before = rk.sha(m.local_pins_path(target))
+    before = rk.tree_hash(venv)
+    fault = UNKNOWN_FAILURES[failure](target)
+    if isinstance(fault, DiskFull):
+        fault.install(monkeypatch)
+    else:
+        monkeypatch.setattr(fsio, "os", fault)
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, b_only_man, "apply", venv, "--allow-unknown")
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == EXIT_NOT_WRITABLE and err.count("\n") == 1, err
+    assert target.read_bytes() == PRISTINE_A
+    assert rk.sha(m.local_pins_path(target)) == pins_before, "the local pin of a failed run stayed"
+    assert backup_path(target).exists() == earlier and list(site.rglob("*.stale-*")) == []
+    assert rk.temps(target) == [] and list(site.glob(TEMP_PREFIX + "*")) == []
+    assert rk.tree_hash(venv) == before, "a failed apply --allow-unknown left something behind"
+    # the problem gone, the same command works
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, b_only_man, "apply", venv, "--allow-unknown")
+    assert code == 0 and target.read_bytes() == PATCHED_A, err
+
+
+@pytest.mark.parametrize("point", ["after-backup", "after-pins", "after-temp"])
+def test_ctrl_c_allow_unknown_apply_leaves_the_venv_as_it_was(point, venv, b_only_man):
+    target = enginekit.target_of(venv)
+    earlier_opt_in(target)
+    env = rk.env_with([b_only_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
+    before = rk.tree_hash(venv)
+    proc = subprocess.Popen(rk.fake_cmd("apply", venv, "--allow-unknown"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
+    assert f"fault point {point}: sleeping" in proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert rk.tree_hash(venv) == before, "an interrupted apply --allow-unknown left something behind"
+    assert backup_path(target).read_bytes() == PRISTINE_B
+    proc = rk.fake_cli("apply", venv, "--allow-unknown", env=env)
+    assert proc.returncode == 0 and target.read_bytes() == PATCHED_A, proc.stderr
+    assert rk.fake_cli("verify", venv, env=env).returncode == 0
 
 
 def test_disk_full_revert(venv, fake_man, monkeypatch, capsys):
