@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import enginekit
+from ple4_session_checks import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
 
 
 class Wheelhouse:
