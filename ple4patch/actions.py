@@ -343,7 +343,9 @@ def _locked_assessment(
 
 
 def _no_stale_bytecode(a: Assessment) -> bool:
-    return not fsio.stale_pycache(a.target)
+    """No pyc the interpreter would run unchecked instead of the target's current bytes (a stale
+    timestamp pyc, e.g. after an image layer changed mtimes, is only recompiled: no need to write)."""
+    return not fsio.unchecked_stale_pycache(a.target)
 
 
 def apply(
@@ -372,7 +374,7 @@ def apply(
 
     with _locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
         if a.state is State.PATCHED:
-            return _already_patched(a, [] if not_writable else _tidy_leftovers(engine.target))
+            return _already_patched(a, [] if not_writable is not None else _tidy_leftovers(engine.target))
         plan = _plan(a, full, allow_unknown, False, get_transform())
         return _write_apply(a, plan)
 
@@ -646,6 +648,7 @@ def revert(
     engine = find_engine(venv)
     engine.require_target()
     base = manifest if manifest is not None else manifest_mod.load()
+
     def nothing_to_write(a: Assessment) -> bool:  # pristine; and --clean has nothing to remove
         if a.state not in (State.PRISTINE, State.UNPINNED) or not _no_stale_bytecode(a):
             return False
@@ -654,7 +657,7 @@ def revert(
 
     with _locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
         notes: list[str] = []
-        if not_writable:  # read-only, and nothing to revert: write nothing at all
+        if not_writable is not None:  # read-only, and nothing to revert: write nothing at all
             return _nothing_to_revert(a, clean, notes, not_writable)
         for p in fsio.remove_temp_leftovers(temp_leftovers(engine.target)):
             notes.append(f"removed a temp file left by an interrupted run: {p.name}")

@@ -321,6 +321,30 @@ def stale_pycache(target: Path) -> list[Path]:
     return stale
 
 
+def unchecked_stale_pycache(target: Path) -> list[Path]:
+    """The target's stale pycs that an interpreter would run without checking them against the
+    source (unchecked-hash pycs not compiled from its current bytes). Timestamp and
+    checked-hash pycs are validated at import, so a stale one only costs a recompile."""
+    try:
+        source = target.read_bytes()
+    except OSError:
+        return []
+    out = []
+    for pyc in _pycs(target):
+        try:
+            with open(pyc, "rb") as fh:
+                head = fh.read(16)
+        except OSError:
+            continue
+        if len(head) < 16:
+            continue  # rejected at import
+        flags = int.from_bytes(head[4:8], "little")
+        if flags & 0b1 and not flags & 0b10:  # hash-based, unchecked
+            if head[:4] != importlib.util.MAGIC_NUMBER or head[8:16] != importlib.util.source_hash(source):
+                out.append(pyc)
+    return out
+
+
 def clean_stale_pycache(target: Path) -> list[Path]:
     """Remove the target's pycs that are not provably compiled from its current bytes.
 

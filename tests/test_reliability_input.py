@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -537,6 +538,28 @@ def test_read_only_revert_with_stale_bytecode_is_an_error(venv, fake_man, monkey
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "revert", venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE and "read-only" in err, err
+    assert rk.tree_hash(venv) == before
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_read_only_stale_timestamp_bytecode_needs_no_write(command, venv, fake_man, monkeypatch, capsys):
+    """A timestamp pyc whose source mtime moved (an image layer, a copy) is checked at import and
+    only recompiled: in a read-only venv with nothing else to do, that is still exit 0."""
+    target = enginekit.target_of(venv)
+    if command == "apply":
+        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    import py_compile
+    import importlib.util
+
+    pyc = py_compile.compile(str(target), cfile=importlib.util.cache_from_source(str(target)), doraise=True)
+    st = os.stat(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))  # the pyc's timestamp no longer fits
+    assert fsio.stale_pycache(target) == [Path(pyc)] and fsio.unchecked_stale_pycache(target) == []
+    before = rk.tree_hash(venv)
+    monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
+    monkeypatch.setattr(fsio, "os", os)
+    assert code == 0 and ("already patched" if command == "apply" else "nothing to do") in out, (out, err)
     assert rk.tree_hash(venv) == before
 
 
