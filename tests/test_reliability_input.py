@@ -476,6 +476,19 @@ def run_on_read_only_site(venv, env, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
+def test_read_only_venv_root_with_writable_site_packages(venv, env):
+    """ple4patch writes only where pip writes (site-packages): a read-only venv root is fine."""
+    script = ('mount --bind "$SITE" "$SITE" && mount --rbind "$VENV" "$VENV" && '
+              'mount -o remount,ro,bind "$VENV" && ! touch "$VENV/probe" 2>/dev/null && '
+              'for c in apply status verify revert; do "$@" $c "$VENV" || exit $?; done')
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd()], capture_output=True,
+                          text=True, env={**env, "SITE": str(enginekit.site_packages(venv)), "VENV": str(venv)})
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "patched:" in proc.stdout and "reverted:" in proc.stdout
+    assert not (venv / "probe").exists() and enginekit.target_of(venv).read_bytes() == PRISTINE_A
+
+
+@pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
 def test_read_only_image_patched_at_build_time(venv, env):
     """A hook re-running apply/verify/status in a read-only image that was patched when built:
     nothing to write, so it is not an error."""
