@@ -75,17 +75,22 @@ class Result:
         }
 
 
-def error_json(command: str, err: Ple4Error) -> dict:
+def error_object(err: Ple4Error) -> dict:
+    """The ``error`` member of every command's JSON: kind, message and (engine) reason."""
     error = {"kind": err.kind, "message": str(err)}
     reason = getattr(err, "reason", None)
     if reason:
         error["reason"] = reason
+    return error
+
+
+def error_json(command: str, err: Ple4Error) -> dict:
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": command,
         "ok": False,
         "exit_code": err.exit_code,
-        "error": error,
+        "error": error_object(err),
     }
 
 
@@ -187,7 +192,7 @@ def status(venv: str | os.PathLike | None = None, *, manifest: Manifest | None =
             "status",
             EXIT_ENGINE_NOT_FOUND,
             f"state:   not installed: {err}",
-            {"state": State.NOT_INSTALLED.value, "reason": getattr(err, "reason", None), "error": str(err)},
+            {"state": State.NOT_INSTALLED.value, "reason": getattr(err, "reason", None), "error": error_object(err)},
         )
     a = assess(engine, _manifest_for(engine, manifest))
     if a.state is State.MISSING:
@@ -198,7 +203,7 @@ def status(venv: str | os.PathLike | None = None, *, manifest: Manifest | None =
                 "status",
                 EXIT_ENGINE_NOT_FOUND,
                 _status_text(a) + f"\nerror:   {err}",
-                {**_report(a), "reason": "target_missing", "error": str(err)},
+                {**_report(a), "reason": "target_missing", "error": error_object(err)},
             )
     return Result("status", EXIT_OK, _status_text(a), _report(a))
 

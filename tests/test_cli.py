@@ -74,6 +74,9 @@ def test_cli_refusals(tmp_path, new_venv):
     assert rc == errors.EXIT_ENGINE_NOT_FOUND and d["error"]["reason"] == "no_venv"
     rc, d = jrun("status", new_venv())
     assert rc == errors.EXIT_ENGINE_NOT_FOUND and d["state"] == "not_installed"
+    # the same error object as every other command's JSON
+    assert d["error"]["kind"] == "engine_not_found" and d["error"]["reason"] == d["reason"] == "not_installed"
+    assert "1cat-vllm is not installed" in d["error"]["message"]
     proc = run_cli("apply", "--no-such-option")
     assert proc.returncode == errors.EXIT_USAGE
     proc = run_cli("apply", tmp_path / "missing")
