@@ -175,6 +175,8 @@ def _status_text(a: Assessment) -> str:
         f"`ple4patch apply --allow-unknown {e.venv}`",
         State.MODIFIED: f"next:    reinstall the engine ({_reinstall_hint(e)}), then apply",
     }.get(a.state)
+    if a.backup is BackupState.CORRUPT and a.state in (State.PRISTINE, State.UNPINNED):
+        nxt = f"next:    move {a.backup_path.name} away (apply will not touch it), then apply"
     if nxt:
         lines.append(nxt)
     return "\n".join(lines)
@@ -299,6 +301,14 @@ def _plan(a: Assessment, manifest: Manifest, allow_unknown: bool, dry_run: bool,
             f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
             f"manifest pins it: review the change with `ple4patch apply --dry-run {e.venv}`, then "
             f"opt in with `ple4patch apply --allow-unknown {e.venv}`"
+        )
+    if a.backup is BackupState.CORRUPT and not from_backup:
+        # Not a backup ple4patch made of any known file: it may be somebody's own file, so it is
+        # neither moved nor overwritten. (A stale backup of a known file is set aside instead.)
+        what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
+        raise ModifiedFile(
+            f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
+            f"known file): nothing written. Move it away, then run `ple4patch apply {e.venv}` again"
         )
     try:
         text = source.decode("utf-8")
@@ -476,12 +486,13 @@ def _write_apply(a: Assessment, plan: _Plan) -> Result:
     bak = a.backup_path
     undo = _ApplyUndo(target, bak, plan.source_sha)
     try:
-        if not plan.from_backup and a.backup in (BackupState.STALE, BackupState.CORRUPT):
+        if not plan.from_backup and a.backup is BackupState.STALE:
             undo.aside = fsio.stale_name(bak, a.backup_sha256)
             fsio.set_aside(bak, a.backup_sha256, dest=undo.aside)
             notes.append(
-                f"the old backup was {a.backup.value} (not made from this file); set aside as "
-                f"{undo.aside.name}, it will never be restored (`ple4patch revert --clean` removes it)"
+                f"the old backup was stale (a pristine file of another version, not made from this "
+                f"file); set aside as {undo.aside.name}, it will never be restored "
+                f"(`ple4patch revert --clean` removes it)"
             )
         if not plan.from_backup:
             undo.backup_was_absent = not (bak.exists() or bak.is_symlink())

@@ -172,17 +172,21 @@ def test_target_hard_linked_like_uv_installs(venv, env, tmp_path):
 
 
 def test_backup_with_other_content_before_apply(venv, env):
-    """A foreign file where the backup goes is never overwritten nor restored: set aside, kept."""
+    """A foreign file where the backup goes is neither moved nor overwritten: apply refuses (5),
+    nothing changes (dry-run says the same); once the file is moved away, apply works."""
     target = enginekit.target_of(venv)
     foreign = b"# somebody's own file named like our backup\n"
     backup_path(target).write_bytes(foreign)
-    d = rk.json_of(rk.fake_cli("apply", venv, "--json", env=env))
-    assert d["changed"] and any("set aside" in n for n in d["notes"])
-    (aside,) = target.parent.glob(target.name + ".bak-pre-ple4.stale-*")
-    assert aside.read_bytes() == foreign
-    assert backup_path(target).read_bytes() == PRISTINE_A
-    d = rk.json_of(rk.fake_cli("revert", venv, "--json", env=env))
-    assert d["restored"] and target.read_bytes() == PRISTINE_A and aside.read_bytes() == foreign
+    refused("apply", venv, env, EXIT_MODIFIED, "in the way of the backup", "nothing written", "Move it away",
+            venv=venv)
+    refused("apply", venv, env, EXIT_MODIFIED, "in the way of the backup", venv=venv, extra=("--dry-run",))
+    assert backup_path(target).read_bytes() == foreign and target.read_bytes() == PRISTINE_A
+    assert not list(target.parent.glob(target.name + ".bak-pre-ple4.stale-*"))
+    status = rk.fake_cli("status", venv, env=env)
+    assert status.returncode == 0 and "backup:  corrupt" in status.stdout and "next:    move" in status.stdout
+    backup_path(target).rename(target.parent / "mine.txt")
+    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    assert backup_path(target).read_bytes() == PRISTINE_A and (target.parent / "mine.txt").read_bytes() == foreign
 
 
 def test_backup_with_other_content_at_revert(venv, env):
