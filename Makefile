@@ -43,7 +43,7 @@ demo: $(STAMP)
 ## test: the whole suite (the engine's Triton 3.6), then the kernel compile
 ##       tests under the newest Triton. pytest's exit 5 (no tests) fails make; the
 ##       newest-Triton run also fails when its Python imports another Triton than
-##       $(TL_TRITON), or when no test passed (all skipped): tests/ple4_session_checks.py.
+##       $(TL_TRITON), or when no test passed (all skipped): tests/run_guards.py.
 test: test-main test-triton-latest
 
 test-main: $(STAMP)

@@ -379,7 +379,7 @@ def run(
     Usage errors (no such directory, no config.json, bad --tp) and EngineNotFound
     (--venv without an engine) raise, and the CLI maps them to their exit codes.
     """
-    from .actions import Result
+    from .result import Result
     from .errors import EXIT_OK
 
     report = inspect_checkpoint(

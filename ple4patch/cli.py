@@ -1,7 +1,7 @@
-"""The `ple4patch` command line: a thin layer over `ple4patch.actions`.
+"""The `ple4patch` command line: a thin layer over `ple4patch.commands`.
 
-Each command parses its options, calls one action, prints text (or one JSON
-object with `--json`) and exits with the action's code; a `Ple4Error` exits
+Each command parses its options, calls one command's `run`, prints text (or one JSON
+object with `--json`) and exits with its code; a `Ple4Error` exits
 with its own code, anything unexpected with EXIT_INTERNAL and a request to
 report it. To add a command::
 
@@ -10,7 +10,7 @@ report it. To add a command::
     @json_option
     def mycommand(venv, as_json):
         \"\"\"One line of help.\"\"\"
-        run_action("mycommand", as_json, lambda: actions.mycommand(venv))
+        run_command("mycommand", as_json, lambda: commands.mycommand.run(venv))
 
 Shell completion (click): `eval "$(_PLE4PATCH_COMPLETE=bash_source ple4patch)"`
 (zsh: `zsh_source`, fish: `fish_source`).
@@ -26,8 +26,9 @@ from typing import Callable
 
 import click
 
-from . import __version__, actions
+from . import __version__, commands
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, Ple4Error
+from .result import Result
 
 DEBUG_ENV = "PLE4PATCH_DEBUG"
 
@@ -37,11 +38,21 @@ json_option = click.option(
 venv_argument = click.argument("venv", required=False, metavar="[VENV]")
 
 
-def _emit_json(obj: dict) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+def _emit(result: Result, as_json: bool, error_line: str | None = None) -> None:
+    """Print `result` (one JSON object, or its body and verdict; a failure's one line on
+    stderr) and exit with its code."""
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
+    elif error_line is not None:
+        click.echo(error_line, err=True)
+    else:
+        if result.output:
+            click.echo(result.output, nl=False)
+        click.echo(result.message)
+    sys.exit(result.exit_code)
 
 
-def run_action(command: str, as_json: bool, thunk: Callable[[], "actions.Result"]) -> None:
+def run_command(command: str, as_json: bool, thunk: Callable[[], Result]) -> None:
     """Call `thunk`, print its Result (text or JSON) and exit with its code."""
     try:
         result = thunk()
@@ -50,18 +61,9 @@ def run_action(command: str, as_json: bool, thunk: Callable[[], "actions.Result"
             f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
             f"run `ple4patch status` to see which, and run `ple4patch {command}` again to finish"
         )
-        if as_json:
-            _emit_json({"schema_version": actions.JSON_SCHEMA_VERSION, "command": command, "ok": False,
-                        "exit_code": EXIT_INTERRUPTED, "error": {"kind": "interrupted", "message": msg}})
-        else:
-            click.echo(f"ple4patch {command}: {msg}", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _emit(Result.stopped(command, EXIT_INTERRUPTED, "interrupted", msg), as_json, f"ple4patch {command}: {msg}")
     except Ple4Error as err:
-        if as_json:
-            _emit_json(actions.error_json(command, err))
-        else:
-            click.echo(f"ple4patch {command}: error: {err}", err=True)
-        sys.exit(err.exit_code)
+        _emit(Result.failure(command, err), as_json, f"ple4patch {command}: error: {err}")
     except Exception as exc:  # a bug: say so, ask for a report
         msg = (
             f"internal error in ple4patch {__version__} ({type(exc).__name__}: {exc}); nothing more "
@@ -70,26 +72,9 @@ def run_action(command: str, as_json: bool, thunk: Callable[[], "actions.Result"
         )
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
-        if as_json:
-            _emit_json(
-                {
-                    "schema_version": actions.JSON_SCHEMA_VERSION,
-                    "command": command,
-                    "ok": False,
-                    "exit_code": EXIT_INTERNAL,
-                    "error": {"kind": "internal", "message": msg},
-                }
-            )
-        else:
-            click.echo(f"ple4patch {command}: {msg}", err=True)
-        sys.exit(EXIT_INTERNAL)
-    if as_json:
-        _emit_json(result.to_json())
+        _emit(Result.stopped(command, EXIT_INTERNAL, "internal", msg), as_json, f"ple4patch {command}: {msg}")
     else:
-        if result.output:
-            click.echo(result.output, nl=False)
-        click.echo(result.message)
-    sys.exit(result.exit_code)
+        _emit(result, as_json)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,7 +101,7 @@ def main() -> None:
 @json_option
 def apply(venv: str | None, dry_run: bool, allow_unknown: bool, as_json: bool) -> None:
     """Patch the engine's ple_layer.py (idempotent; writes a .bak-pre-ple4 backup)."""
-    run_action("apply", as_json, lambda: actions.apply(venv, dry_run=dry_run, allow_unknown=allow_unknown))
+    run_command("apply", as_json, lambda: commands.apply.run(venv, dry_run=dry_run, allow_unknown=allow_unknown))
 
 
 @main.command()
@@ -124,7 +109,7 @@ def apply(venv: str | None, dry_run: bool, allow_unknown: bool, as_json: bool) -
 @json_option
 def status(venv: str | None, as_json: bool) -> None:
     """Show the state, engine version, hashes and backup (fast; imports no engine)."""
-    run_action("status", as_json, lambda: actions.status(venv))
+    run_command("status", as_json, lambda: commands.status.run(venv))
 
 
 @main.command()
@@ -132,7 +117,7 @@ def status(venv: str | None, as_json: bool) -> None:
 @json_option
 def verify(venv: str | None, as_json: bool) -> None:
     """Exit 0 only if the target is the exact patched output and the backup restores it."""
-    run_action("verify", as_json, lambda: actions.verify(venv))
+    run_command("verify", as_json, lambda: commands.verify.run(venv))
 
 
 @main.command()
@@ -141,7 +126,7 @@ def verify(venv: str | None, as_json: bool) -> None:
 @json_option
 def revert(venv: str | None, clean: bool, as_json: bool) -> None:
     """Restore the pristine file from the backup and remove the backup."""
-    run_action("revert", as_json, lambda: actions.revert(venv, clean=clean))
+    run_command("revert", as_json, lambda: commands.revert.run(venv, clean=clean))
 
 
 @main.command()
@@ -154,9 +139,9 @@ def selftest(venv: str | None, arch: str, as_json: bool) -> None:
     Uses VENV's own Python, torch and Triton (default: the Python running ple4patch).
     Exit 9 if it does not compile, is not bit-exact, or torch/Triton are missing.
     """
-    from . import selftest as selftest_mod
+    from .commands import selftest as selftest_command
 
-    run_action("selftest", as_json, lambda: selftest_mod.action(venv, arch))
+    run_command("selftest", as_json, lambda: selftest_command.run(venv, arch))
 
 
 @main.command("inspect")
@@ -177,7 +162,7 @@ def inspect_(checkpoint: str, tp: int, ranks_per_host: int | None, venv: str | N
     """
     from . import ckpt_inspect
 
-    run_action("inspect", as_json, lambda: ckpt_inspect.run(
+    run_command("inspect", as_json, lambda: ckpt_inspect.run(
         checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan))
 
 

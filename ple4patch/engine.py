@@ -12,27 +12,22 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import hashlib
 import io
 import json
 import os
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import EngineNotFound
+from .paths import TARGET_REL
 
 DIST_NAME = "1cat-vllm"  # canonical (PEP 503) name of the fork's distribution
 UPSTREAM_NAME = "vllm"  # upstream vLLM: same import package, not patchable
-TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
-# ple4patch's own per-venv files (the lock, the local pins) live in the root of
-# site-packages, never inside the engine's package: `pip uninstall 1cat-vllm` then
-# leaves no `vllm` directory behind (Python would import it as an empty namespace
-# package), and the files left are harmless (a leading dot: not importable, not a .pth).
 
 # Machine-readable reasons for EngineNotFound (tests and --json read them).
 REASONS = (
@@ -119,9 +114,9 @@ class Engine:
         }
 
 
-def site_packages_of(target: Path) -> Path:
-    """The site-packages directory of a target path (`<site-packages>/<TARGET_REL>`)."""
-    return target.parents[len(PurePosixPath(TARGET_REL).parts) - 1]
+def reinstall_hint(engine: Engine) -> str:
+    """The pip command that puts the engine's shipped files back."""
+    return f"pip install --force-reinstall --no-deps '1cat-vllm=={engine.version}'"
 
 
 def default_venv() -> Path:
@@ -142,10 +137,6 @@ def record_hash_to_hex(value: str) -> str | None:
     return digest.hex() if len(digest) == 32 else None
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def find_engine(venv: str | os.PathLike | None = None) -> Engine:
     """Locate 1cat-vllm and its target in `venv` (default: `default_venv()`)."""
     venv_path = Path(venv) if venv is not None else default_venv()
@@ -161,6 +152,13 @@ def find_engine(venv: str | os.PathLike | None = None) -> Engine:
         )
     site = _choose_site_packages(venv_path, candidates)
     return _find_in_site(venv_path, site)
+
+
+def find_target(venv: str | os.PathLike | None = None) -> Engine:
+    """`find_engine`, for a command that needs the target file: EngineNotFound unless it exists."""
+    engine = find_engine(venv)
+    engine.require_target()
+    return engine
 
 
 def _site_packages_dirs(venv: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Safe writes beside the target: lock, backup, atomic replace, bytecode clean-up.
+"""Safe writes beside the target: lock, backup, atomic replace, set aside, remove.
 
 Every write goes to a temp file in the same directory, is fsync'ed, takes the
 mode of the file it replaces, and lands with `os.replace` followed by an fsync
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import importlib.util
 import os
 import secrets
 import signal
@@ -26,9 +25,8 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import LockTimeout, ModifiedFile, NotWritable
-from .state import TEMP_PREFIX  # one name for the temp files, shared with status
+from .paths import lock_path, stale_name as stale_path, temp_name
 
-LOCK_NAME = ".ple4patch.lock"
 LOCK_TIMEOUT_ENV = "PLE4PATCH_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 30.0
 FAULT_ENV = "PLE4PATCH_FAULT"
@@ -92,7 +90,7 @@ def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
     with the process, so a killed run never leaves the venv locked.
     """
     timeout = lock_timeout_from_env() if timeout is None else timeout
-    path = directory / LOCK_NAME
+    path = lock_path(directory)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
@@ -149,7 +147,7 @@ def atomic_write(
         st = os.stat(ref, follow_symlinks=False)
     if mode is None:
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
-    tmp = directory / f"{TEMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = temp_name(path, f"{os.getpid()}-{secrets.token_hex(4)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
@@ -180,7 +178,7 @@ def keep_aside(path: Path) -> Path:
     """Keep `path`'s current bytes under a temp name beside it (a hard link, else a copy), so
     a failed run can put them back with a rename, which needs no disk space. A leftover is a
     temp file like any other: status names it, the next apply/revert removes it."""
-    keep = path.parent / f"{TEMP_PREFIX}{path.name}-keep-{os.getpid()}-{secrets.token_hex(4)}"
+    keep = temp_name(path, f"keep-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         os.link(path, keep, follow_symlinks=False)
     except OSError:  # no hard links here: a copy (made before anything changes)
@@ -194,6 +192,15 @@ def keep_aside(path: Path) -> Path:
     return keep
 
 
+def read_if_exists(path: Path) -> bytes | None:
+    """The file's bytes; None when it does not exist (any other failure raises OSError)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
 def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
     """Make `backup` hold `data`. Returns False when it already did.
 
@@ -202,10 +209,7 @@ def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
     """
     refuse_symlink(backup)
     try:
-        with open(backup, "rb") as fh:
-            have = fh.read()
-    except FileNotFoundError:
-        have = None
+        have = read_if_exists(backup)
     except OSError as exc:
         raise _not_writable(backup, exc, "read") from None
     if have == data:
@@ -222,10 +226,8 @@ def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
 def stale_name(path: Path, sha256: str | None) -> Path:
     """A free name `<path>.stale-<sha12>[-n]` to set a stale/corrupt backup aside under."""
     tag = (sha256 or "unreadable")[:12]
-    dest = path.with_name(f"{path.name}.stale-{tag}")
-    n = 1
-    while dest.exists() or dest.is_symlink():
-        dest = path.with_name(f"{path.name}.stale-{tag}-{n}")
+    n = 0
+    while (dest := stale_path(path, tag, n)).exists() or dest.is_symlink():
         n += 1
     return dest
 
@@ -253,19 +255,8 @@ def remove(path: Path) -> bool:
     return True
 
 
-def remove_temp_leftovers(paths: list[Path]) -> list[Path]:
-    removed = []
-    for p in paths:
-        if remove(p):
-            removed.append(p)
-    return removed
-
-
-def _pycs(target: Path) -> list[Path]:
-    return sorted((target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"))
-
-
-def _unlink_all(paths: list[Path]) -> list[Path]:
+def unlink_all(paths: list[Path]) -> list[Path]:
+    """Unlink each of `paths` (absent ones are skipped); the ones removed."""
     removed = []
     for path in paths:
         try:
@@ -278,80 +269,12 @@ def _unlink_all(paths: list[Path]) -> list[Path]:
     return removed
 
 
-def clean_pycache(target: Path) -> list[Path]:
-    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode)."""
-    return _unlink_all(_pycs(target))
-
-
-def _pyc_is_of(pyc: bytes, source: bytes, st: os.stat_result) -> bool:
-    """Would the interpreter run this .pyc for `source`, and is it really compiled from it?
-
-    Timestamp pycs and checked-hash pycs are validated by the interpreter at import, but an
-    unchecked-hash pyc (reproducible/distro builds) is used whatever the source says: one
-    left from the old bytes would keep running the old code.
-    """
-    if len(pyc) < 16:
-        return False
-    flags = int.from_bytes(pyc[4:8], "little")
-    if flags & 0b1:  # hash-based
-        if pyc[:4] == importlib.util.MAGIC_NUMBER:
-            return pyc[8:16] == importlib.util.source_hash(source)
-        return bool(flags & 0b10)  # another Python's: only a checked one is safe to keep
-    mtime = int.from_bytes(pyc[8:12], "little")
-    size = int.from_bytes(pyc[12:16], "little")
-    return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
-
-
-def stale_pycache(target: Path) -> list[Path]:
-    """The target's pycs that are not provably compiled from its current bytes (reads only)."""
-    try:
-        source = target.read_bytes()
-        st = os.stat(target)
-    except OSError:
-        return []
-    stale = []
-    for pyc in _pycs(target):
-        try:
-            with open(pyc, "rb") as fh:
-                head = fh.read(16)
-        except OSError:
-            head = b""
-        if not _pyc_is_of(head, source, st):
-            stale.append(pyc)
-    return stale
-
-
-def unchecked_stale_pycache(target: Path) -> list[Path]:
-    """The target's stale pycs that an interpreter would run without checking them against the
-    source (unchecked-hash pycs not compiled from its current bytes). Timestamp and
-    checked-hash pycs are validated at import, so a stale one only costs a recompile."""
-    try:
-        source = target.read_bytes()
-    except OSError:
-        return []
-    out = []
-    for pyc in _pycs(target):
-        try:
-            with open(pyc, "rb") as fh:
-                head = fh.read(16)
-        except OSError:
-            continue
-        if len(head) < 16:
-            continue  # rejected at import
-        flags = int.from_bytes(head[4:8], "little")
-        if flags & 0b1 and not flags & 0b10:  # hash-based, unchecked
-            if head[:4] != importlib.util.MAGIC_NUMBER or head[8:16] != importlib.util.source_hash(source):
-                out.append(pyc)
-    return out
-
-
-def clean_stale_pycache(target: Path) -> list[Path]:
-    """Remove the target's pycs that are not provably compiled from its current bytes.
-
-    For runs that find nothing to write (already patched, nothing to revert): a run killed
-    between the replace and `clean_pycache` leaves stale bytecode behind it.
-    """
-    return _unlink_all(stale_pycache(target))
+def remove_temp_leftovers(paths: list[Path]) -> list[Path]:
+    removed = []
+    for p in paths:
+        if remove(p):
+            removed.append(p)
+    return removed
 
 
 def check_writable(directory: Path) -> None:

@@ -22,8 +22,7 @@ A pin is recognised by its hash, whatever the installed version string says
 (the range is only reported). Three sources are merged: the shipped files in
 `patches/`, extra files named in `$PLE4PATCH_EXTRA_MANIFESTS` (os.pathsep-separated;
 tests and the demo use it) or passed by the caller, and the venv's local pins
-(`<site-packages>/.ple4patch-pins.json`, written by `apply --allow-unknown`; the
-`<target>.ple4patch-pins.json` beside the target that development builds wrote is read too).
+(`<site-packages>/.ple4patch-pins.json`, written by `apply --allow-unknown`).
 
 No libcst, no torch: `status` loads this.
 """
@@ -40,15 +39,11 @@ from typing import Iterable, Mapping
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .engine import site_packages_of
 from .errors import Ple4Error, UsageError
+from .paths import SHIPPED_MANIFESTS_DIR, TARGET_REL, local_pins_path
 
 SCHEMA_VERSION = 1
-TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
-SHIPPED_DIR = Path(__file__).resolve().parent / "patches"
 EXTRA_ENV = "PLE4PATCH_EXTRA_MANIFESTS"
-LOCAL_PINS_NAME = ".ple4patch-pins.json"  # in the root of site-packages
-LEGACY_LOCAL_PINS_SUFFIX = ".ple4patch-pins.json"  # development builds: beside the target
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -231,7 +226,7 @@ def load_file(path: str | os.PathLike, *, source: str | None = None) -> Manifest
 
 
 def shipped_files() -> list[Path]:
-    return sorted(SHIPPED_DIR.glob("*.json"))
+    return sorted(SHIPPED_MANIFESTS_DIR.glob("*.json"))
 
 
 def extra_files_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -266,17 +261,6 @@ def load(
 # -- local pins (in the venv: the root of its site-packages) ------------------
 
 
-def local_pins_path(target: Path) -> Path:
-    """`<site-packages>/.ple4patch-pins.json`: outside the engine's package, so `pip uninstall`
-    leaves no `vllm` directory behind (and a reinstall of the same version keeps the opt-in)."""
-    return site_packages_of(target) / LOCAL_PINS_NAME
-
-
-def legacy_local_pins_path(target: Path) -> Path:
-    """Where development builds of ple4patch kept the local pins: beside the target."""
-    return target.with_name(target.name + LEGACY_LOCAL_PINS_SUFFIX)
-
-
 def _load_local_file(path: Path) -> Manifest | None:
     if not path.is_file():
         return None
@@ -287,24 +271,18 @@ def _load_local_file(path: Path) -> Manifest | None:
 
 
 def load_local(target: Path) -> Manifest:
-    """The venv's local pins (the legacy file beside the target too; the current file wins
-    for the same pristine hash); an unreadable file counts as none."""
-    out = Manifest()
-    for path in (legacy_local_pins_path(target), local_pins_path(target)):
-        m = _load_local_file(path)
-        if m is not None:
-            out.pins.update(m.pins)
-            out.sources = ["local"]
-    return out
-
-
-def legacy_local_pins_readable(target: Path) -> bool:
-    """Whether a legacy local pins file exists and parses (only then may it be moved)."""
-    return _load_local_file(legacy_local_pins_path(target)) is not None
+    """The venv's local pins; an unreadable file counts as none."""
+    m = _load_local_file(local_pins_path(target))
+    return Manifest(dict(m.pins), ["local"]) if m is not None else Manifest()
 
 
 def with_local(manifest: Manifest, target: Path) -> Manifest:
     return manifest.merged(load_local(target))
+
+
+def for_target(manifest: Manifest | None, target: Path) -> Manifest:
+    """`manifest` (None: the shipped and extra pins, `load()`) plus the venv's local pins."""
+    return with_local(manifest if manifest is not None else load(), target)
 
 
 def local_pin(

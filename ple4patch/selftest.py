@@ -1,4 +1,4 @@
-"""`ple4patch selftest`: compile the NVFP4 gather for a GPU arch and check it is bit-exact.
+"""Run the NVFP4 kernel self-check in a child Python and describe its report.
 
 The check runs in a child process: the given venv's own Python (so the engine's torch and
 Triton are the ones tested), or, without a venv, the Python running ple4patch. The child gets
@@ -119,7 +119,8 @@ def describe_failure(report: dict) -> str:
     return "kernel self-check failed " + where + ": " + ("; ".join(parts) or report.get("error", "unknown reason"))
 
 
-def format_text(report: dict) -> str:
+def format_report(report: dict) -> tuple[str, str]:
+    """The report as text for people: (body, verdict); the verdict is the last line."""
     lines = [f"python {report['python']}: torch {report.get('torch')}, triton {report.get('triton')}"]
     for c in report.get("compile", []):
         lines.append(f"compile {c['dtype']:<8} for {report['arch']}: target {c.get('target')} ({', '.join(c.get('asm', []))})")
@@ -132,21 +133,9 @@ def format_text(report: dict) -> str:
         lines.append(
             f"bit-exact {e['dtype']:<8} {e['table']:<11} table: {e['values']} values, {e['mismatches']} mismatches"
         )
-    lines.append(f"selftest passed in {report.get('seconds')} s")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n", f"selftest passed in {report.get('seconds')} s"
 
 
-def action(venv: str | None, arch: str = "sm_70"):
-    """The CLI's action: an ``actions.Result`` with the report as its JSON data."""
-    from .actions import Result
-
-    report = run_selftest(venv, arch)
-    text = format_text(report)
-    lines = text.splitlines()
-    return Result(
-        command="selftest",
-        exit_code=0,
-        message=lines[-1],
-        data={"report": report},
-        output="\n".join(lines[:-1]) + "\n",
-    )
+def format_text(report: dict) -> str:
+    body, verdict = format_report(report)
+    return body + verdict

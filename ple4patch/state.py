@@ -1,4 +1,4 @@
-"""Decide what the target is from three hashes, plus the state of its backup.
+"""Assess the target: what it is (from three hashes and its sentinel) and what its backup is.
 
 The three hashes: what the engine's RECORD says was shipped, the manifest's
 pristine pins and its patched pins (the venv's local pins count as manifest).
@@ -30,13 +30,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engine import Engine, sha256_hex, site_packages_of
+from .engine import Engine
+from .fsio import read_if_exists
+from .hashing import sha256_hex
 from .manifest import Manifest, Pin
+from .paths import backup_path, set_aside_backups, temp_leftovers
 from .sentinel import PATCH_ID, find_patch_id
-
-BACKUP_SUFFIX = ".bak-pre-ple4"
-STALE_SUFFIX = ".stale-"  # set-aside backups: <target>.bak-pre-ple4.stale-<sha12>
-TEMP_PREFIX = ".ple4patch-tmp-"
 
 
 class State(str, enum.Enum):
@@ -54,33 +53,6 @@ class BackupState(str, enum.Enum):
     PRESENT = "present"
     STALE = "stale"
     CORRUPT = "corrupt"
-
-
-def backup_path(target: Path) -> Path:
-    return target.with_name(target.name + BACKUP_SUFFIX)
-
-
-def set_aside_backups(target: Path) -> list[Path]:
-    """Backups earlier runs set aside (stale ones); never restored."""
-    prefix = target.name + BACKUP_SUFFIX + STALE_SUFFIX
-    try:
-        names = sorted(os.listdir(target.parent))
-    except OSError:
-        return []
-    return [target.parent / n for n in names if n.startswith(prefix)]
-
-
-def temp_leftovers(target: Path) -> list[Path]:
-    """Temp files a killed apply/revert left beside the target, or beside the local pins
-    (in the root of site-packages)."""
-    out = []
-    for directory in (target.parent, site_packages_of(target)):
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        out += [directory / n for n in names if n.startswith(TEMP_PREFIX)]
-    return out
 
 
 @dataclass(frozen=True)
@@ -200,10 +172,7 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     if target.is_symlink():
         notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
     try:
-        with open(target, "rb") as fh:
-            current = fh.read()
-    except FileNotFoundError:
-        current = None
+        current = read_if_exists(target)
     except OSError as exc:
         notes.append(f"cannot read the target: {exc.strerror or exc}")
         current = None

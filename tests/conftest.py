@@ -10,7 +10,7 @@
 - `shared_engine` (parametrised, see `shared_engine_params`): one real engine file from
   ../shared/engines per test (skipped cleanly when ../shared is absent).
 
-The helpers behind them are in tests/enginekit.py.
+The helpers behind them are in tests/kit.py.
 """
 
 from __future__ import annotations
@@ -19,31 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import enginekit
-from ple4_session_checks import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
-
-
-class Wheelhouse:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._cache: dict[tuple, Path] = {}
-
-    def wheel(self, files: dict[str, bytes], *, name: str = "1cat-vllm", version: str = "1.5.1") -> Path:
-        key = ("wheel", name, version, tuple(sorted((k, enginekit.sha256_hex(v)) for k, v in files.items())))
-        if key not in self._cache:
-            self._cache[key] = enginekit.build_wheel(self.root, files, name=name, version=version)
-        return self._cache[key]
-
-    def engine(self, data: bytes, *, version: str = "1.5.1", name: str = "1cat-vllm") -> Path:
-        return self.wheel({enginekit.TARGET_REL: data}, name=name, version=version)
-
-    def editable(self, data: bytes, *, version: str = "1.5.1") -> Path:
-        key = ("editable", version, enginekit.sha256_hex(data))
-        if key not in self._cache:
-            self._cache[key] = enginekit.build_editable_wheel(
-                self.root, {enginekit.TARGET_REL: data}, version=version
-            )
-        return self._cache[key]
+import kit
+from kit import Wheelhouse
+from run_guards import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +32,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
 @pytest.fixture
 def new_venv(tmp_path: Path):
     def make(name: str = "venv") -> Path:
-        return enginekit.make_venv(tmp_path / name)
+        return kit.make_venv(tmp_path / name)
 
     return make
 
@@ -64,19 +42,19 @@ def engine_venv(new_venv):
     def make(*wheels: Path, name: str = "venv") -> Path:
         venv = new_venv(name)
         if wheels:
-            enginekit.install(venv, *wheels)
+            kit.install(venv, *wheels)
         return venv
 
     return make
 
 
 def shared_engine_params() -> list:
-    rows = enginekit.shared_engines()
+    rows = kit.shared_engines()
     if not rows:
         return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/engines is absent"), id="no-shared")]
     return [pytest.param(row, id=row.folder) for row in rows]
 
 
 @pytest.fixture(params=shared_engine_params())
-def shared_engine(request) -> enginekit.SharedEngine:
+def shared_engine(request) -> kit.SharedEngine:
     return request.param

@@ -1,4 +1,4 @@
-"""apply / status / verify / revert mechanics, called as actions with a tiny fake transform.
+"""apply / status / verify / revert mechanics, called as commands with a tiny fake transform.
 
 The real transform is exercised in test_matrix.py and test_cli.py; here the
 transform is `fakepatch.fake_patch` so the states, backups, locking and
@@ -12,10 +12,11 @@ import threading
 
 import pytest
 
-import enginekit
-from enginekit import site_snapshot
-from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch, fake_patch_old
-from ple4patch import actions, fsio
+import kit
+from kit import site_snapshot
+from kit.fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch, fake_patch_old
+from ple4patch import paths
+from ple4patch import commands, fsio
 from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_INTERNAL,
@@ -27,14 +28,14 @@ from ple4patch.errors import (
     UnpinnedFile,
     VerifyFailed,
 )
-from ple4patch.state import backup_path
+from ple4patch.paths import backup_path
 
 MAN = fake_manifest(PRISTINE_A, PRISTINE_B)
 
 
 def do(action, venv, **kw):
     kw.setdefault("manifest", MAN)
-    if action is actions.apply:
+    if action is commands.apply.run:
         kw.setdefault("patch_source", fake_patch)
     return action(venv, **kw)
 
@@ -45,20 +46,20 @@ def venv_a(wheelhouse, engine_venv):
 
 
 def test_full_cycle(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     pyc = list((target.parent / "__pycache__").glob("ple_layer.*.pyc"))
     assert pyc, "pip compiles the target: the stale .pyc is there before apply"
     before = site_snapshot(venv_a)
 
-    r = do(actions.status, venv_a)
+    r = do(commands.status.run, venv_a)
     assert (r.exit_code, r.data["state"], r.data["backup"]["state"]) == (0, "pristine", "absent")
 
-    r = do(actions.apply, venv_a, dry_run=True)
+    r = do(commands.apply.run, venv_a, dry_run=True)
     assert r.exit_code == 0 and r.data["diff"].startswith("--- a/vllm/models/qwen4_exp/nvidia/ple_layer.py")
     assert "+PLE4_FAKE_PATCH" in r.data["diff"]
     assert site_snapshot(venv_a) == before, "dry run wrote something"
 
-    r = do(actions.apply, venv_a)
+    r = do(commands.apply.run, venv_a)
     assert r.data["changed"] is True and r.data["state"] == "patched"
     assert target.read_bytes() == fake_patch(PRISTINE_A.decode()).encode()
     assert backup_path(target).read_bytes() == PRISTINE_A
@@ -66,16 +67,16 @@ def test_full_cycle(venv_a):
     patched = site_snapshot(venv_a)
     ino = target.stat().st_ino
 
-    r = do(actions.apply, venv_a)
+    r = do(commands.apply.run, venv_a)
     assert r.exit_code == 0 and r.data["changed"] is False and "nothing changed" in r.message
     assert site_snapshot(venv_a) == patched and target.stat().st_ino == ino
 
-    r = do(actions.status, venv_a)
+    r = do(commands.status.run, venv_a)
     assert (r.data["state"], r.data["backup"]["state"]) == ("patched", "present")
     assert r.data["hashes"]["current"] == r.data["hashes"]["pinned_patched"]
-    assert do(actions.verify, venv_a).exit_code == 0
+    assert do(commands.verify.run, venv_a).exit_code == 0
 
-    r = do(actions.revert, venv_a)
+    r = do(commands.revert.run, venv_a)
     assert r.data["restored"] is True and r.data["state"] == "pristine"
     assert target.read_bytes() == PRISTINE_A
     assert not backup_path(target).exists()
@@ -83,17 +84,17 @@ def test_full_cycle(venv_a):
     assert {k: v for k, v in after.items() if "ple4patch" not in k and "__pycache__" not in k} == {
         k: v for k, v in before.items() if "__pycache__" not in k
     }
-    assert do(actions.status, venv_a).data["state"] == "pristine"
-    r = do(actions.revert, venv_a)
+    assert do(commands.status.run, venv_a).data["state"] == "pristine"
+    r = do(commands.revert.run, venv_a)
     assert r.exit_code == 0 and r.data["changed"] is False and "nothing to revert" in r.message
 
 
 def test_mode_kept_and_hardlink_keeps_its_bytes(venv_a, tmp_path):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     os.chmod(target, 0o640)
     other = tmp_path / "hardlink.py"
     os.link(target, other)
-    r = do(actions.apply, venv_a)
+    r = do(commands.apply.run, venv_a)
     assert any("hard-linked" in n for n in r.data["notes"])
     assert other.read_bytes() == PRISTINE_A
     assert target.stat().st_ino != other.stat().st_ino
@@ -102,100 +103,78 @@ def test_mode_kept_and_hardlink_keeps_its_bytes(venv_a, tmp_path):
 
 
 def test_symlinked_target_refused(venv_a, tmp_path):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     real = tmp_path / "real_ple_layer.py"
     real.write_bytes(PRISTINE_A)
     target.unlink()
     target.symlink_to(real)
     with pytest.raises(ModifiedFile, match="symlink"):
-        do(actions.apply, venv_a)
+        do(commands.apply.run, venv_a)
     assert real.read_bytes() == PRISTINE_A and target.is_symlink()
     assert not backup_path(target).exists()
 
 
 def test_unpinned_refused_then_allow_unknown(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     empty = m.Manifest()
     with pytest.raises(UnpinnedFile) as info:
-        do(actions.apply, venv_a, manifest=empty)
+        do(commands.apply.run, venv_a, manifest=empty)
     assert "--dry-run" in str(info.value) and "--allow-unknown" in str(info.value)
     assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
-    assert do(actions.status, venv_a, manifest=empty).data["state"] == "unpinned"
+    assert do(commands.status.run, venv_a, manifest=empty).data["state"] == "unpinned"
 
-    r = do(actions.apply, venv_a, manifest=empty, dry_run=True)
+    r = do(commands.apply.run, venv_a, manifest=empty, dry_run=True)
     assert "NOT pinned" in r.message and "+PLE4_FAKE_PATCH" in r.output
 
-    r = do(actions.apply, venv_a, manifest=empty, allow_unknown=True)
+    r = do(commands.apply.run, venv_a, manifest=empty, allow_unknown=True)
     assert r.data["changed"] and r.data["pin"]["source"] == "local"
-    assert m.local_pins_path(target).is_file()
+    assert paths.local_pins_path(target).is_file()
     # later commands need no flag
-    r = do(actions.status, venv_a, manifest=empty)
+    r = do(commands.status.run, venv_a, manifest=empty)
     assert (r.data["state"], r.data["backup"]["state"]) == ("patched", "present")
-    assert do(actions.apply, venv_a, manifest=empty).data["changed"] is False
-    assert do(actions.verify, venv_a, manifest=empty).exit_code == 0
-    assert do(actions.revert, venv_a, manifest=empty).data["restored"]
+    assert do(commands.apply.run, venv_a, manifest=empty).data["changed"] is False
+    assert do(commands.verify.run, venv_a, manifest=empty).exit_code == 0
+    assert do(commands.revert.run, venv_a, manifest=empty).data["restored"]
     assert target.read_bytes() == PRISTINE_A
-    assert do(actions.status, venv_a, manifest=empty).data["state"] == "pristine"
-    assert do(actions.apply, venv_a, manifest=empty).data["changed"] is True
+    assert do(commands.status.run, venv_a, manifest=empty).data["state"] == "pristine"
+    assert do(commands.apply.run, venv_a, manifest=empty).data["changed"] is True
 
 
 def test_lock_and_local_pins_live_in_site_packages_root(venv_a):
     """Not in the engine's package: pip uninstall would leave them there, keeping `vllm/` alive."""
-    target = enginekit.target_of(venv_a)
-    site = enginekit.site_packages(venv_a)
-    do(actions.apply, venv_a, manifest=m.Manifest(), allow_unknown=True)
-    assert m.local_pins_path(target) == site / ".ple4patch-pins.json"
-    assert m.local_pins_path(target).is_file() and (site / fsio.LOCK_NAME).is_file()
+    target = kit.target_of(venv_a)
+    site = kit.site_packages(venv_a)
+    do(commands.apply.run, venv_a, manifest=m.Manifest(), allow_unknown=True)
+    assert paths.local_pins_path(target) == site / ".ple4patch-pins.json"
+    assert paths.local_pins_path(target).is_file() and (site / paths.LOCK_NAME).is_file()
     assert [n for n in os.listdir(target.parent) if "ple4patch" in n] == []
     # a temp file of the pins that a killed run left there is named and removed like any other
     leftover = site / ".ple4patch-tmp-.ple4patch-pins.json-4242-0badf00d"
     leftover.write_bytes(b"{")
-    assert any(leftover.name in n for n in do(actions.status, venv_a, manifest=m.Manifest()).data["notes"])
-    do(actions.apply, venv_a, manifest=m.Manifest())
+    assert any(leftover.name in n for n in do(commands.status.run, venv_a, manifest=m.Manifest()).data["notes"])
+    do(commands.apply.run, venv_a, manifest=m.Manifest())
     assert not leftover.exists()
 
 
-def test_lock_and_pins_of_a_development_build_are_read_then_moved(venv_a):
-    """Development builds kept the lock and the local pins beside the target: those pins still
-    count, and the next apply or revert moves them to site-packages' root and removes both."""
-    target = enginekit.target_of(venv_a)
-    empty = m.Manifest()
-    do(actions.apply, venv_a, manifest=empty, allow_unknown=True)
-    legacy = m.legacy_local_pins_path(target)
-    assert legacy == target.with_name("ple_layer.py.ple4patch-pins.json")
-    pins = m.local_pins_path(target).read_bytes()
-    os.rename(m.local_pins_path(target), legacy)  # as a development build left them
-    (target.parent / fsio.LOCK_NAME).write_bytes(b"")
-    r = do(actions.status, venv_a, manifest=empty)
-    assert (r.data["state"], r.data["pin"]["source"]) == ("patched", "local")
-    r = do(actions.apply, venv_a, manifest=empty)
-    assert r.data["changed"] is False and any("moved the local pins" in n for n in r.data["notes"])
-    assert [n for n in os.listdir(target.parent) if "ple4patch" in n] == []
-    assert m.local_pins_path(target).read_bytes() == pins
-    assert do(actions.revert, venv_a, manifest=empty).data["restored"]
-    r = do(actions.status, venv_a, manifest=empty)
-    assert (r.data["state"], r.data["pin"]["source"]) == ("pristine", "local")
-
-
 def test_modified_refused_and_nothing_written(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     target.write_bytes(PRISTINE_A + b"# local edit\n")
     before = site_snapshot(venv_a)
-    assert do(actions.status, venv_a).data["state"] == "modified"
+    assert do(commands.status.run, venv_a).data["state"] == "modified"
     for kw in ({}, {"allow_unknown": True}, {"dry_run": True}):
         with pytest.raises(ModifiedFile, match="neither"):
-            do(actions.apply, venv_a, **kw)
+            do(commands.apply.run, venv_a, **kw)
     with pytest.raises(ModifiedFile):
-        do(actions.revert, venv_a)
+        do(commands.revert.run, venv_a)
     with pytest.raises(VerifyFailed):
-        do(actions.verify, venv_a)
+        do(commands.verify.run, venv_a)
     assert site_snapshot(venv_a) == before
 
 
 def test_transform_output_must_match_pin(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     with pytest.raises(Ple4Error) as info:
-        do(actions.apply, venv_a, patch_source=lambda t: fake_patch(t) + "# drift\n")
+        do(commands.apply.run, venv_a, patch_source=lambda t: fake_patch(t) + "# drift\n")
     assert info.value.exit_code == EXIT_INTERNAL and "make pin" in str(info.value)
     assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
 
@@ -209,12 +188,12 @@ def test_transform_output_must_match_pin(venv_a):
     ],
 )
 def test_bad_transform_output_never_reaches_disk(venv_a, bad, match):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     for allow in (False, True):
         with pytest.raises(Ple4Error, match=match):
-            do(actions.apply, venv_a, manifest=m.Manifest(), allow_unknown=True, patch_source=bad)
+            do(commands.apply.run, venv_a, manifest=m.Manifest(), allow_unknown=True, patch_source=bad)
     assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
-    assert not m.local_pins_path(target).exists()
+    assert not paths.local_pins_path(target).exists()
 
 
 def test_transform_error_is_a_foreign_file(venv_a):
@@ -222,106 +201,106 @@ def test_transform_error_is_a_foreign_file(venv_a):
         raise TransformError("Qwen4ExpNGramEmbedding.__init__", "dispatch on ple_embedding_dtype not found")
 
     with pytest.raises(ModifiedFile, match="Qwen4ExpNGramEmbedding"):
-        do(actions.apply, venv_a, patch_source=fails)
-    assert not backup_path(enginekit.target_of(venv_a)).exists()
+        do(commands.apply.run, venv_a, patch_source=fails)
+    assert not backup_path(kit.target_of(venv_a)).exists()
 
 
 def test_verify_fails_without_backup_or_with_corrupt_backup(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     with pytest.raises(VerifyFailed, match="pristine"):
-        do(actions.verify, venv_a)
-    do(actions.apply, venv_a)
+        do(commands.verify.run, venv_a)
+    do(commands.apply.run, venv_a)
     bak = backup_path(target)
     bak.write_bytes(PRISTINE_A[:-3])
-    assert do(actions.status, venv_a).data["backup"]["state"] == "corrupt"
+    assert do(commands.status.run, venv_a).data["backup"]["state"] == "corrupt"
     with pytest.raises(VerifyFailed, match="corrupt"):
-        do(actions.verify, venv_a)
+        do(commands.verify.run, venv_a)
     with pytest.raises(ModifiedFile, match="corrupt"):
-        do(actions.revert, venv_a)
+        do(commands.revert.run, venv_a)
     bak.unlink()
     with pytest.raises(VerifyFailed, match="absent"):
-        do(actions.verify, venv_a)
-    r = do(actions.apply, venv_a)
+        do(commands.verify.run, venv_a)
+    r = do(commands.apply.run, venv_a)
     assert r.data["changed"] is False and "warning" in r.message
 
 
 def test_upgrade_leaves_stale_backup_never_restored(wheelhouse, venv_a):
-    target = enginekit.target_of(venv_a)
-    do(actions.apply, venv_a)
+    target = kit.target_of(venv_a)
+    do(commands.apply.run, venv_a)
     # the user upgrades the engine: pip replaces the (patched) file, the backup stays
-    enginekit.install(venv_a, wheelhouse.engine(PRISTINE_B, version="1.5.1"))
+    kit.install(venv_a, wheelhouse.engine(PRISTINE_B, version="1.5.1"))
     assert target.read_bytes() == PRISTINE_B and backup_path(target).read_bytes() == PRISTINE_A
-    r = do(actions.status, venv_a)
+    r = do(commands.status.run, venv_a)
     assert (r.data["engine"]["version"], r.data["state"], r.data["backup"]["state"]) == ("1.5.1", "pristine", "stale")
     with pytest.raises(VerifyFailed):
-        do(actions.verify, venv_a)
+        do(commands.verify.run, venv_a)
 
-    r = do(actions.revert, venv_a)
+    r = do(commands.revert.run, venv_a)
     assert r.exit_code == 0 and r.data["restored"] is False
     assert any("revert --clean" in n for n in r.data["notes"])
     assert target.read_bytes() == PRISTINE_B and backup_path(target).read_bytes() == PRISTINE_A
 
-    r = do(actions.revert, venv_a, clean=True)
+    r = do(commands.revert.run, venv_a, clean=True)
     assert not backup_path(target).exists() and target.read_bytes() == PRISTINE_B
 
 
 def test_apply_sets_stale_backup_aside(wheelhouse, venv_a):
-    target = enginekit.target_of(venv_a)
-    do(actions.apply, venv_a)
-    enginekit.install(venv_a, wheelhouse.engine(PRISTINE_B, version="1.5.1"))
-    r = do(actions.apply, venv_a)
+    target = kit.target_of(venv_a)
+    do(commands.apply.run, venv_a)
+    kit.install(venv_a, wheelhouse.engine(PRISTINE_B, version="1.5.1"))
+    r = do(commands.apply.run, venv_a)
     assert r.data["changed"] and any("set aside" in n for n in r.data["notes"])
     assert backup_path(target).read_bytes() == PRISTINE_B
     (aside,) = target.parent.glob("ple_layer.py.bak-pre-ple4.stale-*")
     assert aside.read_bytes() == PRISTINE_A
-    assert do(actions.verify, venv_a).exit_code == 0
-    do(actions.revert, venv_a, clean=True)
+    assert do(commands.verify.run, venv_a).exit_code == 0
+    do(commands.revert.run, venv_a, clean=True)
     assert target.read_bytes() == PRISTINE_B
     assert not backup_path(target).exists() and not aside.exists()
 
 
 def test_patched_by_older_patch_id_is_upgraded(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     man = fake_manifest(PRISTINE_A, older=True)
     # what an older ple4patch left: its backup and its output
     backup_path(target).write_bytes(PRISTINE_A)
     target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
-    r = do(actions.status, venv_a, manifest=man)
+    r = do(commands.status.run, venv_a, manifest=man)
     assert (r.data["state"], r.data["patch_id"], r.data["backup"]["state"]) == (
         "patched_older",
         "nvfp4-rowpacked-0",
         "present",
     )
     with pytest.raises(VerifyFailed, match="older"):
-        do(actions.verify, venv_a, manifest=man)
-    r = do(actions.apply, venv_a, manifest=man)
+        do(commands.verify.run, venv_a, manifest=man)
+    r = do(commands.apply.run, venv_a, manifest=man)
     assert r.data["changed"] and "upgraded" in r.message
     assert target.read_bytes() == fake_patch(PRISTINE_A.decode()).encode()
-    assert do(actions.verify, venv_a, manifest=man).exit_code == 0
+    assert do(commands.verify.run, venv_a, manifest=man).exit_code == 0
 
 
 def test_older_patch_without_backup_refused(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
-    assert do(actions.status, venv_a).data["state"] == "patched_older"
+    assert do(commands.status.run, venv_a).data["state"] == "patched_older"
     with pytest.raises(ModifiedFile, match="reinstall"):
-        do(actions.apply, venv_a)
+        do(commands.apply.run, venv_a)
 
 
 def test_leftover_backup_identical_to_target_is_harmless(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     backup_path(target).write_bytes(PRISTINE_A)  # a run killed right after writing the backup
-    assert do(actions.status, venv_a).data["backup"]["state"] == "present"
-    do(actions.apply, venv_a)
-    assert do(actions.verify, venv_a).exit_code == 0
+    assert do(commands.status.run, venv_a).data["backup"]["state"] == "present"
+    do(commands.apply.run, venv_a)
+    assert do(commands.verify.run, venv_a).exit_code == 0
 
 
 def test_lock_timeout(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     held, release = threading.Event(), threading.Event()
 
     def hold():
-        with fsio.locked(enginekit.site_packages(venv_a), timeout=1):  # where ple4patch locks
+        with fsio.locked(kit.site_packages(venv_a), timeout=1):  # where ple4patch locks
             held.set()
             release.wait(10)
 
@@ -330,14 +309,14 @@ def test_lock_timeout(venv_a):
     try:
         assert held.wait(5)
         with pytest.raises(LockTimeout, match="another ple4patch"):
-            do(actions.apply, venv_a, lock_timeout=0.2)
+            do(commands.apply.run, venv_a, lock_timeout=0.2)
         with pytest.raises(LockTimeout):
-            do(actions.revert, venv_a, lock_timeout=0.2)
+            do(commands.revert.run, venv_a, lock_timeout=0.2)
         assert target.read_bytes() == PRISTINE_A
     finally:
         release.set()
         t.join()
-    assert do(actions.apply, venv_a, lock_timeout=0.2).data["changed"]
+    assert do(commands.apply.run, venv_a, lock_timeout=0.2).data["changed"]
 
 
 def test_write_backup_never_overwrites_other_bytes(tmp_path):
@@ -354,7 +333,7 @@ def test_write_backup_never_overwrites_other_bytes(tmp_path):
 def test_write_error_is_not_writable_and_loses_nothing(venv_a, monkeypatch):
     import errno
 
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     real_replace = os.replace
 
     def replace(src, dst):
@@ -364,22 +343,22 @@ def test_write_error_is_not_writable_and_loses_nothing(venv_a, monkeypatch):
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(NotWritable, match="read-only"):
-        do(actions.apply, venv_a)
+        do(commands.apply.run, venv_a)
     assert target.read_bytes() == PRISTINE_A
     assert not list(target.parent.glob(".ple4patch-tmp-*"))
     monkeypatch.setattr(os, "replace", real_replace)
     # the backup this run wrote is taken back: the venv is as it was, and a re-run is fine
-    r = do(actions.status, venv_a)
+    r = do(commands.status.run, venv_a)
     assert (r.data["state"], r.data["backup"]["state"]) == ("pristine", "absent")
-    assert do(actions.apply, venv_a).data["changed"]
+    assert do(commands.apply.run, venv_a).data["changed"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
 def test_read_only_directory_not_writable(venv_a):
-    target = enginekit.target_of(venv_a)
+    target = kit.target_of(venv_a)
     os.chmod(target.parent, 0o555)
     try:
         with pytest.raises(NotWritable):
-            do(actions.apply, venv_a)
+            do(commands.apply.run, venv_a)
     finally:
         os.chmod(target.parent, 0o755)

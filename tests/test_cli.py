@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-import enginekit
-from enginekit import TEST_MANIFEST, cli_env, run_cli, standin_bytes
+import kit
+from kit import TEST_MANIFEST, cli_env, run_cli, standin_bytes
 from ple4patch import cli, errors
 from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_POINTS, REVERT_FAULT_POINTS
-from ple4patch.state import backup_path
+from ple4patch.paths import backup_path
 
 @pytest.fixture
 def standin_venv(wheelhouse, engine_venv):
@@ -28,7 +28,7 @@ def jrun(*args, env=None):
 
 def test_cli_cycle_json(standin_venv):
     env = cli_env([TEST_MANIFEST])
-    target = enginekit.target_of(standin_venv)
+    target = kit.target_of(standin_venv)
     pristine = target.read_bytes()
     rc, d = jrun("status", standin_venv, env=env)
     assert (rc, d["state"], d["engine"]["version"]) == (0, "pristine", "1.5.1.dev945+gfe67339dd")
@@ -96,7 +96,7 @@ def test_unexpected_exception_is_internal_error(capsys):
         raise RuntimeError("kaboom")
 
     with pytest.raises(SystemExit) as info:
-        cli.run_action("status", False, boom)
+        cli.run_command("status", False, boom)
     assert info.value.code == errors.EXIT_INTERNAL
     err = capsys.readouterr().err
     assert "internal error" in err and "kaboom" in err and "report" in err
@@ -131,7 +131,7 @@ def test_fault_points_cover_both_commands():
 def test_killed_apply_then_revert_leave_a_whole_file(point, standin_venv):
     """SIGKILL apply/revert at each writing step: the target is always whole, a re-run finishes."""
     env = cli_env([TEST_MANIFEST])
-    target = enginekit.target_of(standin_venv)
+    target = kit.target_of(standin_venv)
     pristine = target.read_bytes()
     proc = run_cli("apply", standin_venv, env={**env, "PLE4PATCH_FAULT": point})
     assert proc.returncode == (-9 if point in APPLY_FAULT_POINTS else 0), proc.stderr
@@ -153,7 +153,7 @@ def test_killed_apply_then_revert_leave_a_whole_file(point, standin_venv):
 
 def test_killed_allow_unknown_apply_after_pins(standin_venv):
     env = cli_env()
-    target = enginekit.target_of(standin_venv)
+    target = kit.target_of(standin_venv)
     proc = run_cli("apply", standin_venv, "--allow-unknown", env={**env, "PLE4PATCH_FAULT": "after-pins"})
     assert proc.returncode == -9
     rc, d = jrun("status", standin_venv, env=env)
@@ -166,7 +166,7 @@ def test_killed_allow_unknown_apply_after_pins(standin_venv):
 def test_shipped_manifest_is_up_to_date_with_the_transform():
     """Fails when the transform's output changed and `make pin` was not run."""
     proc = subprocess.run(
-        [sys.executable, str(enginekit.REPO / "tools" / "pin_manifest.py"), "--check"],
+        [sys.executable, str(kit.REPO / "tools" / "pin_manifest.py"), "--check"],
         capture_output=True,
         text=True,
     )
@@ -179,7 +179,7 @@ def test_concurrent_applies_serialise(standin_venv):
     env = cli_env([TEST_MANIFEST])
     procs = [
         subprocess.Popen([sys.executable, "-m", "ple4patch", "apply", str(standin_venv), "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=enginekit.REPO)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=kit.REPO)
         for _ in range(3)
     ]
     results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]

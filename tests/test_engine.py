@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-import enginekit
-from fakepatch import PRISTINE_A, fake_manifest
-from ple4patch import actions
+import kit
+from kit.fakepatch import PRISTINE_A, fake_manifest
+from ple4patch import commands
 from ple4patch.engine import find_engine, record_hash_to_hex
 from ple4patch.errors import EXIT_ENGINE_NOT_FOUND, EngineNotFound
 
@@ -28,14 +28,14 @@ def test_finds_engine_version_and_record_hash(wheelhouse, engine_venv):
     assert eng.version == "1.5.1.dev945+gfe67339dd"
     assert str(eng.parsed_version) == "1.5.1.dev945+gfe67339dd"
     assert eng.dist_info.name == "1cat_vllm-1.5.1.dev945+gfe67339dd.dist-info"
-    assert eng.target == enginekit.target_of(venv)
-    assert eng.record_sha256 == enginekit.sha256_hex(PRISTINE_A)
+    assert eng.target == kit.target_of(venv)
+    assert eng.record_sha256 == kit.sha256_hex(PRISTINE_A)
     assert eng.record_size == len(PRISTINE_A)
 
 
 def test_record_hash_format():
     # RECORD: urlsafe base64 without padding
-    assert record_hash_to_hex("sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU") == enginekit.sha256_hex(b"")
+    assert record_hash_to_hex("sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU") == kit.sha256_hex(b"")
     assert record_hash_to_hex("md5=abc") is None
     assert record_hash_to_hex("sha256=!!") is None
 
@@ -53,7 +53,7 @@ def test_default_venv_is_virtual_env_then_prefix(wheelhouse, engine_venv, monkey
 
 def test_pinned_hash_recognised_whatever_the_version(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A, version="2.0.0"))
-    r = actions.status(venv, manifest=fake_manifest(PRISTINE_A))
+    r = commands.status.run(venv, manifest=fake_manifest(PRISTINE_A))
     assert r.data["state"] == "pristine"
     assert any("outside the pin's range" in n for n in r.data["notes"])
 
@@ -87,7 +87,7 @@ def test_both_installed(wheelhouse, engine_venv):
 
 def test_editable_pep660_pth_finder(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.editable(PRISTINE_A))
-    site = enginekit.site_packages(venv)
+    site = kit.site_packages(venv)
     assert list(site.glob("__editable__*1cat_vllm*"))
     err = refusal(venv)
     assert err.reason == "editable"
@@ -95,7 +95,7 @@ def test_editable_pep660_pth_finder(wheelhouse, engine_venv):
 
 def test_editable_pth_only_without_dist_info(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.editable(PRISTINE_A))
-    site = enginekit.site_packages(venv)
+    site = kit.site_packages(venv)
     for d in site.glob("1cat_vllm-*.dist-info"):
         shutil.rmtree(d)
     assert refusal(venv).reason == "editable"
@@ -103,7 +103,7 @@ def test_editable_pth_only_without_dist_info(wheelhouse, engine_venv):
 
 def test_editable_direct_url(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
-    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
     # what pip writes for `pip install -e /src/1Cat-vLLM`
     (dist / "direct_url.json").write_text(json.dumps({"url": "file:///src/1Cat-vLLM", "dir_info": {"editable": True}}))
     err = refusal(venv)
@@ -120,17 +120,17 @@ def test_target_not_in_this_engine(wheelhouse, engine_venv):
 
 def test_target_deleted(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
-    enginekit.target_of(venv).unlink()
-    r = actions.status(venv, manifest=fake_manifest(PRISTINE_A))
+    kit.target_of(venv).unlink()
+    r = commands.status.run(venv, manifest=fake_manifest(PRISTINE_A))
     assert r.exit_code == EXIT_ENGINE_NOT_FOUND
     assert r.data["state"] == "missing" and r.data["reason"] == "target_missing"
     with pytest.raises(EngineNotFound, match="reinstall"):
-        actions.apply(venv, manifest=fake_manifest(PRISTINE_A))
+        commands.apply.run(venv, manifest=fake_manifest(PRISTINE_A))
 
 
 def test_ambiguous_site_packages(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
-    site = enginekit.site_packages(venv)
+    site = kit.site_packages(venv)
     other = venv / "lib" / "python3.99" / "site-packages"
     other.parent.mkdir()
     shutil.copytree(site, other)
@@ -147,13 +147,13 @@ def test_second_empty_site_packages_is_not_ambiguous(wheelhouse, engine_venv):
 
 def test_two_dist_infos(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
-    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
     shutil.copytree(dist, dist.with_name("1cat_vllm-1.5.0.dist-info"))
     assert refusal(venv).reason == "several_dist_infos"
 
 
 def test_unreadable_record(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
-    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
     (dist / "RECORD").unlink()
     assert refusal(venv).reason == "bad_record"

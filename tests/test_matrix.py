@@ -11,43 +11,43 @@ from __future__ import annotations
 
 import pytest
 
-import enginekit
-from enginekit import TEST_MANIFEST, site_snapshot, standin_bytes
-from ple4patch import actions
+import kit
+from kit import TEST_MANIFEST, site_snapshot, standin_bytes
+from ple4patch import commands
 from ple4patch import manifest as m
 from ple4patch.errors import EXIT_UNPINNED, UnpinnedFile
 from ple4patch.sentinel import PATCH_ID, find_patch_id
-from ple4patch.state import backup_path
+from ple4patch.paths import backup_path
 
 def cycle(venv, manifest: m.Manifest, pristine: bytes) -> None:
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     before = site_snapshot(venv, pycache=False)
-    assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
+    assert commands.status.run(venv, manifest=manifest).data["state"] == "pristine"
 
-    r = actions.apply(venv, dry_run=True, manifest=manifest)
+    r = commands.apply.run(venv, dry_run=True, manifest=manifest)
     assert r.exit_code == 0 and "matches the pin" in r.message and r.output.startswith("--- a/")
     assert site_snapshot(venv, pycache=False) == before
 
-    r = actions.apply(venv, manifest=manifest)
+    r = commands.apply.run(venv, manifest=manifest)
     assert r.data["changed"] and r.data["state"] == "patched"
     patched = target.read_bytes()
     assert find_patch_id(patched.decode()) == PATCH_ID
-    assert enginekit.sha256_hex(patched) == r.data["pin"]["patched_sha256"]
+    assert kit.sha256_hex(patched) == r.data["pin"]["patched_sha256"]
     after_apply = site_snapshot(venv, pycache=False)
 
-    r = actions.apply(venv, manifest=manifest)
+    r = commands.apply.run(venv, manifest=manifest)
     assert r.data["changed"] is False and site_snapshot(venv, pycache=False) == after_apply
 
-    r = actions.status(venv, manifest=manifest)
+    r = commands.status.run(venv, manifest=manifest)
     assert (r.exit_code, r.data["state"], r.data["backup"]["state"]) == (0, "patched", "present")
-    assert actions.verify(venv, manifest=manifest).exit_code == 0
+    assert commands.verify.run(venv, manifest=manifest).exit_code == 0
 
-    r = actions.revert(venv, manifest=manifest)
+    r = commands.revert.run(venv, manifest=manifest)
     assert r.data["restored"]
     assert target.read_bytes() == pristine
     assert not backup_path(target).exists()
     assert site_snapshot(venv, pycache=False) == before
-    assert actions.status(venv, manifest=manifest).data["state"] == "pristine"
+    assert commands.status.run(venv, manifest=manifest).data["state"] == "pristine"
 
 
 def test_real_engine_cycle(shared_engine, wheelhouse, engine_venv):
@@ -67,25 +67,25 @@ def test_standin_cycle_with_test_manifest(wheelhouse, engine_venv):
 def test_unknown_file_refused_then_allowed(wheelhouse, engine_venv):
     data = standin_bytes()  # not in the shipped manifest
     venv = engine_venv(wheelhouse.engine(data, version="1.5.2"))
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     shipped = m.load(use_env=False)
-    assert actions.status(venv, manifest=shipped).data["state"] == "unpinned"
+    assert commands.status.run(venv, manifest=shipped).data["state"] == "unpinned"
     with pytest.raises(UnpinnedFile) as info:
-        actions.apply(venv, manifest=shipped)
+        commands.apply.run(venv, manifest=shipped)
     assert info.value.exit_code == EXIT_UNPINNED
     assert target.read_bytes() == data
-    r = actions.apply(venv, manifest=shipped, allow_unknown=True)
+    r = commands.apply.run(venv, manifest=shipped, allow_unknown=True)
     assert r.data["changed"] and r.data["pin"]["source"] == "local"
     # the local pin is exactly the pin the test manifest has for this file
-    test_pin = m.load_file(TEST_MANIFEST).by_pristine(enginekit.sha256_hex(data))
+    test_pin = m.load_file(TEST_MANIFEST).by_pristine(kit.sha256_hex(data))
     assert r.data["pin"]["patched_sha256"] == test_pin.patched_sha256
-    assert actions.verify(venv, manifest=shipped).exit_code == 0
-    assert actions.revert(venv, manifest=shipped).data["restored"]
+    assert commands.verify.run(venv, manifest=shipped).exit_code == 0
+    assert commands.revert.run(venv, manifest=shipped).data["restored"]
     assert target.read_bytes() == data
 
 
 def test_shipped_manifest_pins_every_shared_file():
-    rows = enginekit.shared_engines()
+    rows = kit.shared_engines()
     if not rows:
         pytest.skip("../shared/engines is absent")
     shipped = m.load(use_env=False)

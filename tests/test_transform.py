@@ -18,7 +18,7 @@ import pytest
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-import enginekit
+import kit
 from ple4patch.errors import TransformError
 from ple4patch.sentinel import find_patch_id, sentinel_line
 from ple4patch.transform import patch_source
@@ -259,7 +259,7 @@ def test_real_engine_files(shared_engine):
 
 
 def test_standin_engine_file():
-    path = enginekit.standin_file()
+    path = kit.standin_file()
     assert path is not None, "tests/fixtures/standin_engine is missing its ple_layer.py"
     patched = _check_patched(path.read_text(encoding="utf-8"))
     assert "\nimport triton\nimport triton.language as tl\n" in patched  # it lacks them

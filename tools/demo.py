@@ -17,9 +17,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-import enginekit  # noqa: E402
+from ple4patch.paths import TARGET_REL  # noqa: E402
+from tools import throwaway  # noqa: E402
+from tools.engine_files import STANDIN_DIR, TEST_MANIFEST, standin_file  # noqa: E402
 
 
 def show(cmd: list[str], env: dict, *, max_lines: int | None = None) -> int:
@@ -39,19 +41,19 @@ def show(cmd: list[str], env: dict, *, max_lines: int | None = None) -> int:
 
 
 def main() -> int:
-    standin = enginekit.standin_file()
+    standin = standin_file()
     if standin is None:
-        print(f"no stand-in engine at {enginekit.STANDIN_DIR}", file=sys.stderr)
+        print(f"no stand-in engine at {STANDIN_DIR}", file=sys.stderr)
         return 1
     exe = shutil.which("ple4patch", path=str(Path(sys.executable).parent)) or "ple4patch"
     work = Path(tempfile.mkdtemp(prefix="ple4patch-demo-"))
     try:
-        wheel = enginekit.build_wheel(work / "wheels", {enginekit.TARGET_REL: standin.read_bytes()},
+        wheel = throwaway.build_wheel(work / "wheels", {TARGET_REL: standin.read_bytes()},
                                       version="1.5.1")
-        venv = enginekit.make_venv(work / "engine-venv")
-        enginekit.install(venv, wheel)
+        venv = throwaway.make_venv(work / "engine-venv")
+        throwaway.install(venv, wheel)
         print(f"built {wheel.name} and installed it into {venv} (pip, --no-deps)")
-        env = enginekit.cli_env([REPO / "tests" / "fixtures" / "standin_manifest.json"])
+        env = throwaway.cli_env([TEST_MANIFEST])
         steps = [
             (["apply", str(venv), "--dry-run"], 0, 40),
             (["apply", str(venv)], 0, None),

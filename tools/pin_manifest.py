@@ -21,21 +21,22 @@ Without ../shared the shipped pins are kept as they are (and --check skips them)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 from ple4patch import manifest as m  # noqa: E402
-from ple4patch.sentinel import PATCH_ID, find_patch_id, sentinel_line  # noqa: E402
+from ple4patch.errors import Ple4Error  # noqa: E402
+from ple4patch.hashing import sha256_hex  # noqa: E402
+from ple4patch.output_check import check_output  # noqa: E402
+from ple4patch.paths import SHIPPED_MANIFESTS_DIR  # noqa: E402
+from ple4patch.sentinel import PATCH_ID  # noqa: E402
+from tools import engine_files  # noqa: E402  (INDEX.md parsing, shared with the tests)
+from tools.engine_files import TEST_MANIFEST  # noqa: E402
 
-import enginekit  # noqa: E402  (INDEX.md parsing, shared with the tests)
-
-SHIPPED = REPO / "ple4patch" / "patches" / "ple_layer.json"
-TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_manifest.json"
+SHIPPED = SHIPPED_MANIFESTS_DIR / "ple_layer.json"
 
 # The engine version range each real file plausibly belongs to (reported only:
 # a pinned file is recognised by its hash whatever the version says). Facts from
@@ -49,18 +50,14 @@ VERSION_RANGES = {
 }
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def patched_output(source: bytes, name: str) -> bytes:
+    """The transform's output for `source`, through the same check as `apply` (no pin yet)."""
     from ple4patch.transform import patch_source
 
-    out = patch_source(source.decode("utf-8"))
-    if out.count(sentinel_line()) != 1 or find_patch_id(out) != PATCH_ID:
-        raise SystemExit(f"{name}: the transform output does not carry {sentinel_line()!r} exactly once")
-    compile(out, name, "exec")
-    return out.encode("utf-8")
+    try:
+        return check_output(patch_source(source.decode("utf-8")), name)
+    except Ple4Error as err:
+        raise SystemExit(f"{name}: {err}") from None
 
 
 def make_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | None, note: str = "") -> m.Pin:
@@ -89,7 +86,7 @@ def load_existing(path: Path) -> m.Manifest:
 def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, list[str]]:
     out = m.Manifest()
     notes = []
-    rows = enginekit.shared_engines(engines_dir)
+    rows = engine_files.shared_engines(engines_dir)
     if not rows:
         notes.append(f"{engines_dir} not found: shipped pins kept as they are")
         return existing, notes
@@ -111,9 +108,9 @@ def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, lis
 
 
 def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
-    path = enginekit.standin_file()
+    path = engine_files.standin_file()
     if path is None:
-        return None, [f"no stand-in engine at {enginekit.STANDIN_DIR}: test manifest not written"]
+        return None, [f"no stand-in engine at {engine_files.STANDIN_DIR}: test manifest not written"]
     data = path.read_bytes()
     old = existing.by_pristine(sha256_hex(data))
     pin = make_pin(data, str(path), "stand-in engine (TEST ONLY)", "", old,
@@ -124,7 +121,7 @@ def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if out of date")
-    ap.add_argument("--engines", type=Path, default=enginekit.SHARED_ENGINES, help="folder with INDEX.md")
+    ap.add_argument("--engines", type=Path, default=engine_files.SHARED_ENGINES, help="folder with INDEX.md")
     args = ap.parse_args(argv)
 
     stale = []

@@ -1,4 +1,4 @@
-"""The real ple4patch CLI with the tiny test transform (`fakepatch.fake_patch`).
+"""The real ple4patch CLI with the tiny test transform (`kit.fakepatch.fake_patch`).
 
 Used by the reliability tests where ple4patch runs hundreds of times (races): locking,
 fault points, writes, exit codes and JSON are the real ones; only the libcst transform
@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the kit
 
-from fakepatch import fake_patch  # noqa: E402
-from ple4patch import actions, cli  # noqa: E402
+from kit.fakepatch import fake_patch  # noqa: E402
+from ple4patch import cli, plan  # noqa: E402
 
-actions._default_patch_source = lambda: fake_patch
+plan.default_patch_source = lambda: fake_patch
 
 barrier = os.environ.get("PLE4_TEST_BARRIER")
 if barrier:

@@ -5,7 +5,7 @@
 - `$PLE4PATCH_TESTS_MUST_RUN=1`: fail the run (exit 1) when no test passed, e.g. when every
   test was skipped because torch or Triton is missing: a run that ran nothing proves nothing.
 
-Loaded by tests/conftest.py (or `-p ple4_session_checks` with tests/ on the path).
+Loaded by tests/conftest.py (or `-p run_guards` with tests/ on the path).
 """
 
 from __future__ import annotations

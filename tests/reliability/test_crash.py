@@ -21,12 +21,11 @@ import signal
 
 import pytest
 
-import enginekit
-import reliakit as rk
-from ple4patch import actions
+import kit
+from ple4patch import commands
 from ple4patch import manifest as m
 from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_ENV, LOCK_TIMEOUT_ENV, REVERT_FAULT_POINTS
-from ple4patch.state import BACKUP_SUFFIX, TEMP_PREFIX, backup_path
+from ple4patch.paths import BACKUP_SUFFIX, TEMP_PREFIX, backup_path
 
 KILLED = -signal.SIGKILL
 
@@ -52,50 +51,24 @@ def test_tables_cover_every_fault_point():
     assert set(REVERT_LEAVES) == set(REVERT_FAULT_POINTS)
 
 
-@pytest.fixture(scope="session")
-def pinned(tmp_path_factory):
-    """(manifest file, pin) of the stand-in under the current transform."""
-    return rk.standin_manifest(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="session")
-def standin_tpl(wheelhouse, tmp_path_factory):
-    data = rk.standin_bytes()
-    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
-                       wheelhouse.engine(data, version="1.5.1"))
-
-
-@pytest.fixture(scope="session")
-def patched_tpl(standin_tpl, pinned, tmp_path_factory):
-    venv = rk.clone(standin_tpl, tmp_path_factory.mktemp("crash") / "patched")
-    proc = rk.run_real("apply", venv, env=rk.env_with([pinned[0]]))
-    assert proc.returncode == 0, proc.stderr
-    return venv
-
-
-@pytest.fixture
-def pin(pinned):
-    return pinned[1]
-
-
 def manifest() -> m.Manifest:
-    return m.load(rk.extra_manifests(), use_env=False)
+    return m.load(kit.extra_manifests(), use_env=False)
 
 
 def env(**extra) -> dict:
-    return rk.env_with(rk.extra_manifests(), **{LOCK_TIMEOUT_ENV: "3", **extra})
+    return kit.env_with(kit.extra_manifests(), **{LOCK_TIMEOUT_ENV: "3", **extra})
 
 
 def check_after_kill(venv, pin, patched: bool, has_backup: bool, has_temp: bool, temp_holds: str) -> None:
-    target = enginekit.target_of(venv)
-    assert rk.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256)
-    assert rk.backup_sha(target) == (pin.pristine_sha256 if has_backup else None)
-    temps = rk.temps(target)
+    target = kit.target_of(venv)
+    assert kit.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256)
+    assert kit.backup_sha(target) == (pin.pristine_sha256 if has_backup else None)
+    temps = kit.temps(target)
     if has_temp:
-        assert len(temps) == 1 and rk.sha(temps[0]) == temp_holds, "the temp file is whole"
+        assert len(temps) == 1 and kit.sha(temps[0]) == temp_holds, "the temp file is whole"
     else:
         assert temps == []
-    r = actions.status(venv, manifest=manifest())
+    r = commands.status.run(venv, manifest=manifest())
     assert r.exit_code == 0
     assert r.data["state"] == ("patched" if patched else "pristine")
     assert r.data["backup"]["state"] == ("present" if has_backup else "absent")
@@ -103,33 +76,33 @@ def check_after_kill(venv, pin, patched: bool, has_backup: bool, has_temp: bool,
 
 
 def check_converged(venv, pin, patched: bool) -> None:
-    target = enginekit.target_of(venv)
-    assert rk.temps(target) == []
+    target = kit.target_of(venv)
+    assert kit.temps(target) == []
     if patched:
-        assert actions.verify(venv, manifest=manifest()).exit_code == 0
-        assert rk.sha(target) == pin.patched_sha256 and rk.backup_sha(target) == pin.pristine_sha256
+        assert commands.verify.run(venv, manifest=manifest()).exit_code == 0
+        assert kit.sha(target) == pin.patched_sha256 and kit.backup_sha(target) == pin.pristine_sha256
     else:
-        assert rk.sha(target) == pin.pristine_sha256
+        assert kit.sha(target) == pin.pristine_sha256
         assert not backup_path(target).exists()
-        assert actions.status(venv, manifest=manifest()).data["state"] == "pristine"
-    rk.assert_imports_current_source(venv)
+        assert commands.status.run(venv, manifest=manifest()).data["state"] == "pristine"
+    kit.assert_imports_current_source(venv)
 
 
 @pytest.mark.parametrize("rerun", ["apply", "revert"])
 @pytest.mark.parametrize("point", list(APPLY_LEAVES))
 def test_apply_killed(point, rerun, standin_tpl, pin, tmp_path):
-    venv = rk.clone(standin_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    rk.compile_unchecked(target)
-    proc = rk.run_real("apply", venv, env=env(**{FAULT_ENV: point}))
+    venv = kit.clone(standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    kit.compile_unchecked(target)
+    proc = kit.run_real("apply", venv, env=env(**{FAULT_ENV: point}))
     assert proc.returncode == KILLED, proc.stderr
     patched, has_backup, has_temp = APPLY_LEAVES[point]
     check_after_kill(venv, pin, patched, has_backup, has_temp, pin.patched_sha256)
     if point == "after-pycache":
-        assert rk.pycs(target) == []
+        assert kit.pycs(target) == []
 
-    proc = rk.run_real(rerun, venv, "--json", env=env())
-    d = rk.json_of(proc)
+    proc = kit.run_real(rerun, venv, "--json", env=env())
+    d = kit.json_of(proc)
     assert proc.returncode == 0, d
     if rerun == "apply":
         assert d["changed"] is (not patched)
@@ -141,49 +114,49 @@ def test_apply_killed(point, rerun, standin_tpl, pin, tmp_path):
 @pytest.mark.parametrize("rerun", ["revert", "apply"])
 @pytest.mark.parametrize("point", list(REVERT_LEAVES))
 def test_revert_killed(point, rerun, patched_tpl, pin, tmp_path):
-    venv = rk.clone(patched_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    rk.compile_unchecked(target)
-    proc = rk.run_real("revert", venv, env=env(**{FAULT_ENV: point}))
+    venv = kit.clone(patched_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    kit.compile_unchecked(target)
+    proc = kit.run_real("revert", venv, env=env(**{FAULT_ENV: point}))
     assert proc.returncode == KILLED, proc.stderr
     patched, has_backup, has_temp = REVERT_LEAVES[point]
     check_after_kill(venv, pin, patched, has_backup, has_temp, pin.pristine_sha256)
 
-    proc = rk.run_real(rerun, venv, "--json", env=env())
+    proc = kit.run_real(rerun, venv, "--json", env=env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_converged(venv, pin, patched=rerun == "apply")
 
 
 def test_allow_unknown_killed_after_pins(standin_tpl, pin, tmp_path):
     """--allow-unknown killed once its local pin is written: the opt-in is kept, nothing else."""
-    venv = rk.clone(standin_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    shipped_only = rk.env_with(**{LOCK_TIMEOUT_ENV: "3"})
-    proc = rk.run_real("apply", venv, "--allow-unknown", env={**shipped_only, FAULT_ENV: "after-pins"})
+    venv = kit.clone(standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    shipped_only = kit.env_with(**{LOCK_TIMEOUT_ENV: "3"})
+    proc = kit.run_real("apply", venv, "--allow-unknown", env={**shipped_only, FAULT_ENV: "after-pins"})
     assert proc.returncode == KILLED
-    assert rk.sha(target) == pin.pristine_sha256 and rk.backup_sha(target) == pin.pristine_sha256
+    assert kit.sha(target) == pin.pristine_sha256 and kit.backup_sha(target) == pin.pristine_sha256
     assert m.load_local(target).by_pristine(pin.pristine_sha256).patched_sha256 == pin.patched_sha256
-    assert rk.temps(target) == []
-    proc = rk.run_real("apply", venv, env=shipped_only)  # the recorded opt-in stands
+    assert kit.temps(target) == []
+    proc = kit.run_real("apply", venv, env=shipped_only)  # the recorded opt-in stands
     assert proc.returncode == 0, proc.stderr
-    assert rk.run_real("verify", venv, env=shipped_only).returncode == 0
-    assert rk.run_real("revert", venv, env=shipped_only).returncode == 0
-    assert rk.sha(target) == pin.pristine_sha256 and not backup_path(target).exists()
+    assert kit.run_real("verify", venv, env=shipped_only).returncode == 0
+    assert kit.run_real("revert", venv, env=shipped_only).returncode == 0
+    assert kit.sha(target) == pin.pristine_sha256 and not backup_path(target).exists()
 
 
 def test_killed_again_and_again(standin_tpl, pin, tmp_path):
     """Each re-run killed at a later step than the one before, apply then revert: still whole."""
-    venv = rk.clone(standin_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
+    venv = kit.clone(standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
     for command, points in (("apply", APPLY_LEAVES), ("revert", REVERT_LEAVES)):
         for point in points:
-            proc = rk.run_real(command, venv, env=env(**{FAULT_ENV: point}))
+            proc = kit.run_real(command, venv, env=env(**{FAULT_ENV: point}))
             # 0: an earlier kill left nothing for this run to do past that step
             assert proc.returncode in (KILLED, 0), (command, point, proc.stderr)
-            assert rk.sha(target) in (pin.pristine_sha256, pin.patched_sha256)
-            if rk.sha(target) == pin.patched_sha256:
-                assert rk.backup_sha(target) == pin.pristine_sha256
-        proc = rk.run_real(command, venv, env=env())
+            assert kit.sha(target) in (pin.pristine_sha256, pin.patched_sha256)
+            if kit.sha(target) == pin.patched_sha256:
+                assert kit.backup_sha(target) == pin.pristine_sha256
+        proc = kit.run_real(command, venv, env=env())
         assert proc.returncode == 0, proc.stderr
         check_converged(venv, pin, patched=command == "apply")
 
@@ -193,19 +166,19 @@ def test_partial_temp_of_the_backup_is_never_taken_for_anything(rerun, standin_t
     """A kill while the backup's temp file was half written (no fault point sits inside that
     write, so the leftover is made by hand): status names it, nothing reads it as a backup or
     a target, and the next run of any command removes it."""
-    venv = rk.clone(patched_tpl if rerun == "apply-when-patched" else standin_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
+    venv = kit.clone(patched_tpl if rerun == "apply-when-patched" else standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
     half = target.read_bytes()[: 1000] if rerun != "apply-when-patched" else b"# half a file"
     leftover = target.parent / f"{TEMP_PREFIX}{target.name}{BACKUP_SUFFIX}-4242-0badf00d"
     leftover.write_bytes(half)
-    r = actions.status(venv, manifest=manifest())
+    r = commands.status.run(venv, manifest=manifest())
     expect_backup = "present" if rerun == "apply-when-patched" else "absent"
     assert (r.exit_code, r.data["backup"]["state"]) == (0, expect_backup)
     assert any(leftover.name in n for n in r.data["notes"])
     assert r.data["state"] == ("patched" if rerun == "apply-when-patched" else "pristine")
     command = rerun.split("-")[0]
-    proc = rk.run_real(command, venv, "--json", env=env())
-    d = rk.json_of(proc)
+    proc = kit.run_real(command, venv, "--json", env=env())
+    d = kit.json_of(proc)
     assert proc.returncode == 0 and any("interrupted run" in n and leftover.name in n for n in d["notes"]), d
-    assert not leftover.exists() and rk.temps(target) == []
+    assert not leftover.exists() and kit.temps(target) == []
     check_converged(venv, pin, patched=command == "apply")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import enginekit
+import kit
 
 TESTS = Path(__file__).resolve().parent
 
@@ -21,7 +21,7 @@ def run_pytest(tmp_path: Path, body: str, **env: str) -> subprocess.CompletedPro
     full["PYTHONPATH"] = os.pathsep.join([str(TESTS), full.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "ple4_session_checks",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "run_guards",
          "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_probe.py")],
         capture_output=True, text=True, cwd=tmp_path, env=full, timeout=120,
     )
@@ -54,7 +54,7 @@ def test_expected_triton_version_is_checked_before_any_test(tmp_path):
 
 def make_dry_run(*args: str) -> str:
     proc = subprocess.run(["make", "-n", "--no-print-directory", *args], capture_output=True, text=True,
-                          cwd=enginekit.REPO, timeout=60)
+                          cwd=kit.REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.replace("\\\n", " ")  # one line per command
 
@@ -69,5 +69,5 @@ def test_makefile_triton_latest_run_checks_its_triton_and_that_tests_ran():
     assert m and m.group(1) == "3.9.0", line  # the version the README promises
     setup = make_dry_run("-B", "test-triton-latest", "TL_VENV=/nonexistent-venv")
     assert "triton==3.9.0" in setup
-    readme = (enginekit.REPO / "README.md").read_text()
+    readme = (kit.REPO / "README.md").read_text()
     assert "triton 3.9.0" in readme and "$ make test " in readme

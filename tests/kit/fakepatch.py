@@ -1,7 +1,7 @@
 """A tiny deterministic transform for tests of the patch engine's own mechanics.
 
 The real transform (libcst) is exercised by the engine matrix and the CLI tests;
-these tests pass `patch_source=fake_patch` to the actions so they test locking,
+these tests pass `patch_source=fake_patch` to the commands so they test locking,
 backups, states and crash safety fast and independently of the injected code.
 """
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from ple4patch import manifest as m
 from ple4patch.sentinel import PATCH_ID, sentinel_line
-
-from enginekit import sha256_hex
 
 OLD_PATCH_ID = "nvfp4-rowpacked-0"
 
@@ -25,20 +23,13 @@ def fake_patch_old(text: str) -> str:
 
 def fake_manifest(*pristine: bytes, older: bool = False, label: str = "test pin") -> m.Manifest:
     """Pins for `pristine` files under the fake transform (and, with older=True, its old id)."""
+    from .pins import pin_for
+
     out = m.Manifest(sources=["test"])
     for data in pristine:
-        text = data.decode()
-        pin = m.Pin(
-            pristine_sha256=sha256_hex(data),
-            patched_sha256=sha256_hex(fake_patch(text).encode()),
-            patch_id=PATCH_ID,
-            label=label,
-            engine_versions=">=1.5.0,<1.6",
-            size=len(data),
-            older={OLD_PATCH_ID: sha256_hex(fake_patch_old(text).encode())} if older else {},
-            source="test",
-        )
-        out.add(pin)
+        old = {OLD_PATCH_ID: pin_for(data, fake_patch_old, label=label, source="test").patched_sha256}
+        out.add(pin_for(data, fake_patch, label=label, source="test", engine_versions=">=1.5.0,<1.6",
+                        older=old if older else None))
     return out
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-import enginekit
-import reliakit as rk
-from fakepatch import PRISTINE_A, fake_manifest, fake_patch
-from ple4patch import actions
+import kit
+from kit.fakepatch import PRISTINE_A, fake_manifest, fake_patch
+from ple4patch import commands
 from ple4patch import manifest as m
 from ple4patch.errors import EXIT_LOCK_TIMEOUT
-from ple4patch.fsio import LOCK_NAME, LOCK_TIMEOUT_ENV
-from ple4patch.state import backup_path
+from ple4patch.fsio import LOCK_TIMEOUT_ENV
+from ple4patch.paths import LOCK_NAME
+from ple4patch.paths import backup_path
 
 ROUNDS = 20
 PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
@@ -33,20 +33,9 @@ MAN = fake_manifest(PRISTINE_A)
 
 def verify_then_revert(venv) -> None:
     """In this process (same code as the CLI's): the result verifies, then back to pristine."""
-    assert actions.verify(venv, manifest=MAN).exit_code == 0
-    r = actions.revert(venv, manifest=MAN)
+    assert commands.verify.run(venv, manifest=MAN).exit_code == 0
+    r = commands.revert.run(venv, manifest=MAN)
     assert r.data["restored"] is True
-
-
-@pytest.fixture(scope="session")
-def fake_tpl(wheelhouse, tmp_path_factory):
-    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-a",
-                       wheelhouse.engine(PRISTINE_A, version="1.5.0"))
-
-
-@pytest.fixture(scope="session")
-def fake_man(tmp_path_factory):
-    return rk.fake_manifest_file(tmp_path_factory.getbasetemp())
 
 
 _barriers = itertools.count()
@@ -59,7 +48,7 @@ def race(cmds: list[list[str]], env: dict, tmp: Path) -> list[subprocess.Complet
     env = {**env, "PLE4_TEST_BARRIER": str(barrier)}
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for c in cmds]
-    barrier_ready = [c for c in cmds if str(rk.DRIVER) in c]
+    barrier_ready = [c for c in cmds if str(kit.cli.FAKE_TRANSFORM_CLI) in c]
     deadline = time.monotonic() + 60
     while len(list(barrier.glob("ready-*"))) < len(barrier_ready) and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -72,50 +61,50 @@ def race(cmds: list[list[str]], env: dict, tmp: Path) -> list[subprocess.Complet
 
 
 def state_of(venv, man) -> tuple[str, str]:
-    r = actions.status(venv, manifest=m.load([man], use_env=False))
+    r = commands.status.run(venv, manifest=m.load([man], use_env=False))
     return r.data["state"], r.data["backup"]["state"]
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_concurrent_applies_exactly_one_writes(n, fake_tpl, fake_man, tmp_path):
-    venv = rk.clone(fake_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    env = kit.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
     for round_ in range(ROUNDS):
-        results = race([rk.fake_cmd("apply", venv, "--json")] * n, env, tmp_path)
-        datas = [rk.json_of(p) for p in results]
+        results = race([kit.fake_cmd("apply", venv, "--json")] * n, env, tmp_path)
+        datas = [kit.json_of(p) for p in results]
         assert [p.returncode for p in results] == [0] * n, [p.stderr for p in results]
         assert sorted(d["changed"] for d in datas) == [False] * (n - 1) + [True], (round_, datas)
         assert all(d["state"] == "patched" for d in datas)
         assert target.read_bytes() == PATCHED_A and backup_path(target).read_bytes() == PRISTINE_A
-        assert rk.temps(target) == []
+        assert kit.temps(target) == []
         verify_then_revert(venv)
         assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_concurrent_reverts_exactly_one_restores(n, fake_tpl, fake_man, tmp_path):
-    venv = rk.clone(fake_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    env = kit.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
     for _ in range(5):
-        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
-        results = race([rk.fake_cmd("revert", venv, "--json")] * n, env, tmp_path)
-        datas = [rk.json_of(p) for p in results]
+        assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+        results = race([kit.fake_cmd("revert", venv, "--json")] * n, env, tmp_path)
+        datas = [kit.json_of(p) for p in results]
         assert sorted(d["restored"] for d in datas) == [False] * (n - 1) + [True]
         assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
-        assert rk.temps(target) == []
+        assert kit.temps(target) == []
 
 
 def test_apply_racing_revert_ends_consistent(fake_tpl, fake_man, tmp_path):
-    venv = rk.clone(fake_tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    env = rk.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    env = kit.env_with([fake_man], **{LOCK_TIMEOUT_ENV: "30"})
     seen = set()
     for round_ in range(12):
         if round_ % 2:  # start patched half of the time
-            assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
-        cmds = [rk.fake_cmd("apply", venv, "--json"), rk.fake_cmd("revert", venv, "--json")]
+            assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+        cmds = [kit.fake_cmd("apply", venv, "--json"), kit.fake_cmd("revert", venv, "--json")]
         if round_ % 4 >= 2:
             cmds.reverse()
         results = race(cmds, env, tmp_path)
@@ -128,53 +117,51 @@ def test_apply_racing_revert_ends_consistent(fake_tpl, fake_man, tmp_path):
             verify_then_revert(venv)  # next round from pristine
         else:
             assert target.read_bytes() == PRISTINE_A
-        assert rk.temps(target) == []
+        assert kit.temps(target) == []
     assert seen  # which order won is up to the scheduler; each outcome above is consistent
 
 
-def test_concurrent_applies_real_transform(wheelhouse, tmp_path_factory, tmp_path):
+def test_concurrent_applies_real_transform(pinned, standin_tpl, tmp_path):
     """Four `python -m ple4patch apply` at once with libcst running under the lock."""
-    man, pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
-    tpl = rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
-                      wheelhouse.engine(rk.standin_bytes(), version="1.5.1"))
-    venv = rk.clone(tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    env = rk.env_with([man], **{LOCK_TIMEOUT_ENV: "60"})
-    cmd = [enginekit.PY, "-m", "ple4patch", "apply", str(venv), "--json"]
+    man, pin = pinned
+    venv = kit.clone(standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    env = kit.env_with([man], **{LOCK_TIMEOUT_ENV: "60"})
+    cmd = [kit.PY, "-m", "ple4patch", "apply", str(venv), "--json"]
     results = race([cmd] * 4, env, tmp_path)
-    datas = [rk.json_of(p) for p in results]
+    datas = [kit.json_of(p) for p in results]
     assert sorted(d["changed"] for d in datas) == [False, False, False, True]
-    assert rk.sha(target) == pin.patched_sha256 and rk.backup_sha(target) == pin.pristine_sha256
-    assert rk.run_real("verify", venv, env=env).returncode == 0
+    assert kit.sha(target) == pin.patched_sha256 and kit.backup_sha(target) == pin.pristine_sha256
+    assert kit.run_real("verify", venv, env=env).returncode == 0
 
 
 def hold_lock(venv):
-    fd = os.open(enginekit.site_packages(venv) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(kit.site_packages(venv) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
 
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
-    venv = rk.clone(fake_tpl, tmp_path / "venv")
-    env = rk.env_with([fake_man])
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    env = kit.env_with([fake_man])
     if command == "revert":
-        assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    before = rk.tree_hash(venv)
+        assert kit.fake_cli("apply", venv, env=env).returncode == 0
+    before = kit.tree_hash(venv)
     fd = hold_lock(venv)  # another ple4patch (here: this test) holds the venv
     try:
         t0 = time.monotonic()
-        proc = rk.fake_cli(command, venv, env={**env, LOCK_TIMEOUT_ENV: "0.5"})
+        proc = kit.fake_cli(command, venv, env={**env, LOCK_TIMEOUT_ENV: "0.5"})
         waited = time.monotonic() - t0
         assert proc.returncode == EXIT_LOCK_TIMEOUT
-        err = rk.one_line_error(proc, command)
+        err = kit.one_line_error(proc, command)
         assert "another ple4patch holds" in err and LOCK_TIMEOUT_ENV in err and "0.5 s" in err
         assert 0.5 <= waited < 10
-        d = rk.json_of(rk.fake_cli(command, venv, "--json", env={**env, LOCK_TIMEOUT_ENV: "0.2"}))
+        d = kit.json_of(kit.fake_cli(command, venv, "--json", env={**env, LOCK_TIMEOUT_ENV: "0.2"}))
         assert d["error"]["kind"] == "lock_timeout"
-        assert rk.tree_hash(venv) == before
+        assert kit.tree_hash(venv) == before
         # a waiter with a long enough timeout gets the lock once it is released
-        waiter = subprocess.Popen(rk.fake_cmd(command, venv, "--json"), stdout=subprocess.PIPE,
+        waiter = subprocess.Popen(kit.fake_cmd(command, venv, "--json"), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env={**env, LOCK_TIMEOUT_ENV: "30"})
         time.sleep(1.0)
         assert waiter.poll() is None, "it waits while the lock is held"
@@ -182,4 +169,4 @@ def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
         os.close(fd)
     stdout, stderr = waiter.communicate(timeout=60)
     assert waiter.returncode == 0, stderr
-    assert rk.tree_hash(venv) != before
+    assert kit.tree_hash(venv) != before

@@ -13,52 +13,51 @@ import subprocess
 
 import pytest
 
-import enginekit
-import reliakit as rk
-from fakepatch import PRISTINE_A
+import kit
+from kit.fakepatch import PRISTINE_A
 from ple4patch.errors import EXIT_ENGINE_NOT_FOUND, EXIT_UNPINNED, EXIT_VERIFY_FAILED
-from ple4patch.state import backup_path
+from ple4patch.paths import backup_path
 
 REAL_A, REAL_B = "1cat-vllm-fork-a223f046", "1cat-vllm-main-036318a0"
 
 
 def real_pair():
-    rows = {r.folder: r for r in enginekit.shared_engines()}
+    rows = {r.folder: r for r in kit.shared_engines()}
     if REAL_A not in rows or REAL_B not in rows:
         pytest.skip("../shared/engines is absent")
     return rows[REAL_A].data, rows[REAL_B].data
 
 
 def pip(venv, *args) -> None:
-    proc = subprocess.run([enginekit.PY, "-m", "pip", "--python", str(enginekit.venv_python(venv)), *args,
+    proc = subprocess.run([kit.PY, "-m", "pip", "--python", str(kit.venv_python(venv)), *args,
                            "-q", "--no-deps", "--no-index"] if args[0] == "install" else
-                          [enginekit.PY, "-m", "pip", "--python", str(enginekit.venv_python(venv)), *args, "-q"],
+                          [kit.PY, "-m", "pip", "--python", str(kit.venv_python(venv)), *args, "-q"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
 def cli(*args, env):
-    proc = rk.run_real(*args, "--json", env=env)
-    return proc.returncode, rk.json_of(proc)
+    proc = kit.run_real(*args, "--json", env=env)
+    return proc.returncode, kit.json_of(proc)
 
 
 def upgrade_cycle(venv, a: bytes, b: bytes, wheel_b, env, *, b_pinned: bool) -> None:
-    target = enginekit.target_of(venv)
-    sha_a, sha_b = enginekit.sha256_hex(a), enginekit.sha256_hex(b)
+    target = kit.target_of(venv)
+    sha_a, sha_b = kit.sha256_hex(a), kit.sha256_hex(b)
 
     rc, d = cli("apply", venv, env=env)
     assert (rc, d["changed"]) == (0, True)
-    enginekit.install(venv, wheel_b)  # pip uninstalls A (the patched file) and installs B
-    assert rk.sha(target) == sha_b and rk.backup_sha(target) == sha_a
+    kit.install(venv, wheel_b)  # pip uninstalls A (the patched file) and installs B
+    assert kit.sha(target) == sha_b and kit.backup_sha(target) == sha_a
 
     def never_a():
-        assert rk.sha(target) == sha_b or rk.sha(target) != sha_a  # B's file never gets A's bytes
+        assert kit.sha(target) == sha_b or kit.sha(target) != sha_a  # B's file never gets A's bytes
 
     rc, d = cli("status", venv, env=env)
     assert rc == 0 and d["engine"]["version"] == "1.5.1"
     assert d["state"] == ("pristine" if b_pinned else "unpinned")
     assert d["backup"]["state"] == "stale" and d["backup"]["sha256"] == sha_a
-    text = rk.run_real("status", venv, env=env).stdout
+    text = kit.run_real("status", venv, env=env).stdout
     assert "1cat-vllm 1.5.1" in text and "stale" in text
 
     rc, d = cli("verify", venv, env=env)
@@ -66,46 +65,46 @@ def upgrade_cycle(venv, a: bytes, b: bytes, wheel_b, env, *, b_pinned: bool) -> 
 
     rc, d = cli("revert", venv, env=env)
     assert rc == 0 and d["restored"] is False and any("revert --clean" in n for n in d["notes"])
-    assert rk.sha(target) == sha_b and rk.backup_sha(target) == sha_a
+    assert kit.sha(target) == sha_b and kit.backup_sha(target) == sha_a
     never_a()
 
     rc, d = cli("revert", venv, "--clean", env=env)
     assert rc == 0 and d["restored"] is False
-    assert rk.sha(target) == sha_b and not backup_path(target).exists()
+    assert kit.sha(target) == sha_b and not backup_path(target).exists()
 
     if not b_pinned:
-        before = rk.tree_hash(venv)
+        before = kit.tree_hash(venv)
         rc, d = cli("apply", venv, env=env)
         assert rc == EXIT_UNPINNED and "--allow-unknown" in d["error"]["message"]
-        assert rk.tree_hash(venv) == before
+        assert kit.tree_hash(venv) == before
     rc, d = cli("apply", venv, *([] if b_pinned else ["--allow-unknown"]), env=env)
     assert (rc, d["changed"]) == (0, True)
-    assert rk.backup_sha(target) == sha_b
+    assert kit.backup_sha(target) == sha_b
     assert cli("verify", venv, env=env)[0] == 0
     rc, d = cli("revert", venv, env=env)
     assert (rc, d["restored"]) == (0, True)
-    assert rk.sha(target) == sha_b and not backup_path(target).exists() and rk.temps(target) == []
+    assert kit.sha(target) == sha_b and not backup_path(target).exists() and kit.temps(target) == []
 
 
 def test_real_engines_upgrade_a_to_b(wheelhouse, tmp_path):
     a, b = real_pair()
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
-    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), rk.env_with(), b_pinned=True)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), kit.env_with(), b_pinned=True)
 
 
 def test_real_engines_apply_right_after_upgrade(wheelhouse, tmp_path):
     """No revert --clean first: apply sets A's backup aside; revert then gives B's bytes back."""
     a, b = real_pair()
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
-    env = rk.env_with()
-    target = enginekit.target_of(venv)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    env = kit.env_with()
+    target = kit.target_of(venv)
     assert cli("apply", venv, env=env)[0] == 0
-    enginekit.install(venv, wheelhouse.engine(b, version="1.5.1"))
+    kit.install(venv, wheelhouse.engine(b, version="1.5.1"))
     rc, d = cli("apply", venv, env=env)
     assert (rc, d["changed"]) == (0, True) and any("set aside" in n for n in d["notes"])
-    assert rk.backup_sha(target) == enginekit.sha256_hex(b)
+    assert kit.backup_sha(target) == kit.sha256_hex(b)
     (aside,) = target.parent.glob(target.name + ".bak-pre-ple4.stale-*")
     assert aside.read_bytes() == a, "A's pristine bytes are kept, under another name"
     assert cli("verify", venv, env=env)[0] == 0
@@ -114,32 +113,32 @@ def test_real_engines_apply_right_after_upgrade(wheelhouse, tmp_path):
     assert target.read_bytes() == b and not aside.exists() and not backup_path(target).exists()
 
 
-def test_standin_upgrade_to_unpinned_b(wheelhouse, tmp_path_factory, tmp_path):
-    man, _pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
-    a = rk.standin_bytes()
+def test_standin_upgrade_to_unpinned_b(wheelhouse, pinned, tmp_path):
+    man, _pin = pinned
+    a = kit.standin_bytes()
     b = a + b"\n# 1.5.1: a change the manifest does not know\n"
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheelhouse.engine(a, version="1.5.0"))
-    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), rk.env_with([man]), b_pinned=False)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine(a, version="1.5.0"))
+    upgrade_cycle(venv, a, b, wheelhouse.engine(b, version="1.5.1"), kit.env_with([man]), b_pinned=False)
 
 
-def test_uninstall_then_reinstall_same_version(wheelhouse, tmp_path_factory, tmp_path):
-    man, pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
-    wheel = wheelhouse.engine(rk.standin_bytes(), version="1.5.1")
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheel)
-    env = rk.env_with([man])
-    target = enginekit.target_of(venv)
+def test_uninstall_then_reinstall_same_version(wheelhouse, pinned, tmp_path):
+    man, pin = pinned
+    wheel = wheelhouse.engine(kit.standin_bytes(), version="1.5.1")
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheel)
+    env = kit.env_with([man])
+    target = kit.target_of(venv)
     assert cli("apply", venv, env=env)[0] == 0
 
     pip(venv, "uninstall", "-y", "1cat-vllm")
-    assert not target.exists() and rk.backup_sha(target) == pin.pristine_sha256  # pip leaves ours
-    before = rk.tree_hash(venv)
+    assert not target.exists() and kit.backup_sha(target) == pin.pristine_sha256  # pip leaves ours
+    before = kit.tree_hash(venv)
     for command in ("status", "apply", "verify", "revert"):
         rc, d = cli(command, venv, env=env)
         assert rc == EXIT_ENGINE_NOT_FOUND, (command, d)
         assert "not installed" in d["error"]["message"]
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
     pip(venv, "install", str(wheel))  # the same version again: pristine, and the old backup matches it
     rc, d = cli("status", venv, env=env)
@@ -150,17 +149,17 @@ def test_uninstall_then_reinstall_same_version(wheelhouse, tmp_path_factory, tmp
     assert cli("verify", venv, env=env)[0] == 0
 
     pip(venv, "install", "--force-reinstall", str(wheel))  # a "repair" reinstall over the patched file
-    assert rk.sha(target) == pin.pristine_sha256
+    assert kit.sha(target) == pin.pristine_sha256
     rc, d = cli("status", venv, env=env)
     assert (d["state"], d["backup"]["state"]) == ("pristine", "present")
     rc, d = cli("revert", venv, env=env)  # nothing to restore; the leftover backup goes
     assert (rc, d["restored"]) == (0, False) and not backup_path(target).exists()
-    assert rk.sha(target) == pin.pristine_sha256
+    assert kit.sha(target) == pin.pristine_sha256
 
 
 def fake_json(*args, env):
-    proc = rk.fake_cli(*args, "--json", env=env)
-    return proc.returncode, rk.json_of(proc)
+    proc = kit.fake_cli(*args, "--json", env=env)
+    return proc.returncode, kit.json_of(proc)
 
 
 def files_under(path):
@@ -172,21 +171,21 @@ def test_uninstall_after_revert_leaves_no_vllm_package(wheelhouse, tmp_path):
     package: after apply --allow-unknown, revert and pip uninstall, no stray `vllm` directory
     (an empty namespace package to Python) is left; a reinstall keeps the opt-in."""
     wheel = wheelhouse.engine(PRISTINE_A, version="1.5.0")
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheel)
-    env = rk.env_with()  # nothing pins PRISTINE_A: --allow-unknown records a local pin
-    site = enginekit.site_packages(venv)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheel)
+    env = kit.env_with()  # nothing pins PRISTINE_A: --allow-unknown records a local pin
+    site = kit.site_packages(venv)
     assert fake_json("apply", venv, "--allow-unknown", env=env)[0] == 0
-    assert rk.fake_cli("revert", venv, env=env).returncode == 0
+    assert kit.fake_cli("revert", venv, env=env).returncode == 0
     pip(venv, "uninstall", "-y", "1cat-vllm")
     assert not (site / "vllm").exists(), files_under(site / "vllm")
-    proc = subprocess.run([str(enginekit.venv_python(venv)), "-c", "import vllm"], capture_output=True, text=True)
+    proc = subprocess.run([str(kit.venv_python(venv)), "-c", "import vllm"], capture_output=True, text=True)
     assert proc.returncode != 0 and "No module named 'vllm'" in proc.stderr
     rc, d = fake_json("status", venv, env=env)
     assert (rc, d["reason"]) == (EXIT_ENGINE_NOT_FOUND, "not_installed")
     assert "left over" not in d["error"]["message"]
 
-    enginekit.install(venv, wheel)  # the same version again: the recorded opt-in stands
+    kit.install(venv, wheel)  # the same version again: the recorded opt-in stands
     rc, d = fake_json("status", venv, env=env)
     assert (rc, d["state"], d["pin"]["source"]) == (0, "pristine", "local")
     rc, d = fake_json("apply", venv, env=env)
@@ -197,17 +196,17 @@ def test_uninstall_of_a_patched_engine_names_what_is_left(wheelhouse, tmp_path_f
     """pip leaves the backup (pip does not know it; the backup stays beside the target by
     contract), and nothing else of ple4patch's in the package; engine discovery says the engine
     is not installed and names the leftover folder Python would import as `vllm`."""
-    venv = enginekit.make_venv(tmp_path / "venv")
-    enginekit.install(venv, wheelhouse.engine(PRISTINE_A, version="1.5.0"))
-    env = rk.env_with([rk.fake_manifest_file(tmp_path_factory.getbasetemp())])
-    site = enginekit.site_packages(venv)
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine(PRISTINE_A, version="1.5.0"))
+    env = kit.env_with([kit.fake_manifest_file(tmp_path_factory.getbasetemp())])
+    site = kit.site_packages(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     pip(venv, "uninstall", "-y", "1cat-vllm")
     assert files_under(site / "vllm") == ["models/qwen4_exp/nvidia/ple_layer.py.bak-pre-ple4"]
     for command in ("status", "apply", "revert"):
-        proc = rk.fake_cli(command, venv, env=env)
+        proc = kit.fake_cli(command, venv, env=env)
         assert proc.returncode == EXIT_ENGINE_NOT_FOUND
-        line = proc.stdout if command == "status" else rk.one_line_error(proc, command)
+        line = proc.stdout if command == "status" else kit.one_line_error(proc, command)
         assert "1cat-vllm is not installed" in line and "\n" not in line.strip()
         assert f"{site / 'vllm'} is left over" in line and "ple_layer.py.bak-pre-ple4" in line, line
         assert "namespace package" in line and "reinstall 1cat-vllm" in line

@@ -18,22 +18,16 @@ import subprocess
 
 import pytest
 
-import enginekit
-import reliakit as rk
-from fakepatch import PRISTINE_A, fake_manifest, fake_patch
-from ple4patch import actions, fsio
+import kit
+from kit.fakepatch import PRISTINE_A, fake_manifest, fake_patch
+from ple4patch import bytecode
+from ple4patch import commands, fsio
 
 MAN = fake_manifest(PRISTINE_A)
 MODES = [py_compile.PycInvalidationMode.UNCHECKED_HASH, py_compile.PycInvalidationMode.CHECKED_HASH,
          py_compile.PycInvalidationMode.TIMESTAMP]
 RUN = ("import json, sys, vllm.models.qwen4_exp.nvidia.ple_layer as m; "
        "print(json.dumps([m.X, getattr(m, 'PLE4_FAKE_PATCH', None), sys.flags.optimize]))")
-
-
-@pytest.fixture(scope="session")
-def tpl(wheelhouse, tmp_path_factory):
-    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-a",
-                       wheelhouse.engine(PRISTINE_A, version="1.5.0"))
 
 
 def compile_all(target, mode) -> list:
@@ -48,60 +42,58 @@ def compile_all(target, mode) -> list:
 
 def run_module(venv, opt: int) -> list:
     flags = ["-" + "O" * opt] if opt else []
-    proc = subprocess.run([str(enginekit.venv_python(venv)), *flags, "-c", RUN], capture_output=True, text=True,
-                          env=enginekit.cli_env(), timeout=60)
+    proc = subprocess.run([str(kit.venv_python(venv)), *flags, "-c", RUN], capture_output=True, text=True,
+                          env=kit.cli_env(), timeout=60)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
-def test_fresh_interpreter_runs_the_new_source(mode, tpl, tmp_path):
-    venv = rk.clone(tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
+def test_fresh_interpreter_runs_the_new_source(mode, fake_tpl, tmp_path):
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
     compile_all(target, mode)
     for opt in (0, 1, 2):
         assert run_module(venv, opt) == [1, None, opt]
 
-    assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
     for opt in (0, 1, 2):
         assert run_module(venv, opt) == [1, "nvfp4-rowpacked-1", opt], f"stale bytecode after apply (-O x{opt})"
 
     compile_all(target, mode)  # the engine's own install step compiles the patched file
-    assert actions.revert(venv, manifest=MAN).data["restored"]
+    assert commands.revert.run(venv, manifest=MAN).data["restored"]
     for opt in (0, 1, 2):
         assert run_module(venv, opt) == [1, None, opt], f"stale bytecode after revert (-O x{opt})"
 
 
-def test_the_check_sees_stale_bytecode(tpl, tmp_path):
+def test_the_check_sees_stale_bytecode(fake_tpl, tmp_path):
     """Negative control: an unchecked pyc of other bytes really is run in place of the source."""
-    venv = rk.clone(tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
+    venv = kit.clone(fake_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
     st = os.stat(target)
     target.write_bytes(fake_patch(PRISTINE_A.decode()).encode())
-    rk.compile_unchecked(target)
+    kit.compile_unchecked(target)
     target.write_bytes(PRISTINE_A)  # the file changes, its unchecked pyc stays
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert run_module(venv, 0)[1] == "nvfp4-rowpacked-1"
     with pytest.raises(AssertionError, match="stale bytecode"):
-        rk.assert_imports_current_source(venv)
+        kit.assert_imports_current_source(venv)
 
 
-def test_real_transform_standin(wheelhouse, tmp_path_factory, tmp_path):
-    man, pin = rk.standin_manifest(tmp_path_factory.getbasetemp())
-    tpl = rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
-                      wheelhouse.engine(rk.standin_bytes(), version="1.5.1"))
-    venv = rk.clone(tpl, tmp_path / "venv")
-    target = enginekit.target_of(venv)
-    env = rk.env_with([man])
-    rk.compile_unchecked(target)
-    rk.assert_imports_current_source(venv)
-    assert rk.run_real("apply", venv, env=env).returncode == 0
-    assert rk.sha(target) == pin.patched_sha256
-    rk.assert_imports_current_source(venv)
-    rk.compile_unchecked(target)
-    assert rk.run_real("revert", venv, env=env).returncode == 0
-    assert rk.sha(target) == pin.pristine_sha256
-    rk.assert_imports_current_source(venv)
+def test_real_transform_standin(pinned, standin_tpl, tmp_path):
+    man, pin = pinned
+    venv = kit.clone(standin_tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    env = kit.env_with([man])
+    kit.compile_unchecked(target)
+    kit.assert_imports_current_source(venv)
+    assert kit.run_real("apply", venv, env=env).returncode == 0
+    assert kit.sha(target) == pin.patched_sha256
+    kit.assert_imports_current_source(venv)
+    kit.compile_unchecked(target)
+    assert kit.run_real("revert", venv, env=env).returncode == 0
+    assert kit.sha(target) == pin.pristine_sha256
+    kit.assert_imports_current_source(venv)
 
 
 def test_clean_stale_pycache_keeps_only_provably_fresh_bytecode(tmp_path):
@@ -128,7 +120,7 @@ def test_clean_stale_pycache_keeps_only_provably_fresh_bytecode(tmp_path):
     foreign.write_bytes(b"\x00\x00\r\n" + (1).to_bytes(4, "little") + b"\x00" * 8 + b"code")
     (cache / "other.cpython-311.pyc").write_bytes(b"not ours")
 
-    removed = {p.name for p in fsio.clean_stale_pycache(target)}
+    removed = {p.name for p in bytecode.clean_stale_pycache(target)}
     assert removed == {"ple_layer.cpython-310.pyc", "ple_layer.cpython-39.pyc", "ple_layer.cpython-399.pyc"}
     assert sorted(p.name for p in cache.iterdir()) == [
         "other.cpython-311.pyc", "ple_layer.cpython-311.opt-1.pyc", "ple_layer.cpython-311.opt-2.pyc",

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-import enginekit
-import reliakit as rk
-from fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
-from ple4patch import actions, cli, fsio
+import kit
+from kit.fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
+from ple4patch import bytecode
+from ple4patch import paths
+from ple4patch import cli, commands, fsio, plan
 from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,
@@ -34,46 +35,30 @@ from ple4patch.errors import (
     EXIT_OK,
     EXIT_VERIFY_FAILED,
 )
-from ple4patch.state import TEMP_PREFIX, backup_path
+from ple4patch.paths import TEMP_PREFIX, backup_path
 
 PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
 MAN = fake_manifest(PRISTINE_A)
 
 
-@pytest.fixture(scope="session")
-def tpl(wheelhouse, tmp_path_factory):
-    return rk.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-a",
-                       wheelhouse.engine(PRISTINE_A, version="1.5.0"))
-
-
-@pytest.fixture(scope="session")
-def fake_man(tmp_path_factory):
-    return rk.fake_manifest_file(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture
-def venv(tpl, tmp_path):
-    return rk.clone(tpl, tmp_path / "venv")
-
-
 @pytest.fixture
 def env(fake_man):
-    return rk.env_with([fake_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
+    return kit.env_with([fake_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
 
 
 def refused(command, venv_arg, env, code, *words, venv=None, extra=()):
     """Run `command`: exit `code`, one line naming `words`, same in --json, nothing changed."""
-    before = rk.tree_hash(venv) if venv is not None else None
-    proc = rk.fake_cli(command, venv_arg, *extra, env=env)
+    before = kit.tree_hash(venv) if venv is not None else None
+    proc = kit.fake_cli(command, venv_arg, *extra, env=env)
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    line = rk.one_line_error(proc, command)
+    line = kit.one_line_error(proc, command)
     for w in words:
         assert w in line, (w, line)
-    d = rk.json_of(rk.fake_cli(command, venv_arg, *extra, "--json", env=env))
+    d = kit.json_of(kit.fake_cli(command, venv_arg, *extra, "--json", env=env))
     assert d["exit_code"] == code and d["ok"] is False
     assert d["error"]["message"] in line
     if venv is not None:
-        assert rk.tree_hash(venv) == before, "a refused command changed the venv"
+        assert kit.tree_hash(venv) == before, "a refused command changed the venv"
     return line
 
 
@@ -120,13 +105,13 @@ def test_editable_install(wheelhouse, engine_venv, env):
 
 
 def test_target_missing(venv, env):
-    enginekit.target_of(venv).unlink()
+    kit.target_of(venv).unlink()
     for command in ("apply", "revert", "verify"):
         refused(command, venv, env, EXIT_ENGINE_NOT_FOUND, "reinstall", venv=venv)
 
 
 def test_target_modified_by_hand(venv, env):
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     target.write_bytes(PRISTINE_A + b"# tuned by hand\n")
     refused("apply", venv, env, EXIT_MODIFIED, "neither", "reinstall", venv=venv)
     refused("apply", venv, env, EXIT_MODIFIED, "neither", venv=venv, extra=["--allow-unknown"])
@@ -135,8 +120,8 @@ def test_target_modified_by_hand(venv, env):
 
 
 def test_patched_target_edited_afterwards(venv, env):
-    target = enginekit.target_of(venv)
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    target = kit.target_of(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     target.write_bytes(target.read_bytes() + b"# edited after patching\n")
     refused("apply", venv, env, EXIT_MODIFIED, "sentinel", venv=venv)
     refused("revert", venv, env, EXIT_MODIFIED, "cannot revert", venv=venv)
@@ -144,7 +129,7 @@ def test_patched_target_edited_afterwards(venv, env):
 
 
 def test_target_is_a_symlink(venv, env, tmp_path):
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     real = tmp_path / "elsewhere" / "ple_layer.py"
     real.parent.mkdir()
     real.write_bytes(PRISTINE_A)
@@ -157,16 +142,16 @@ def test_target_is_a_symlink(venv, env, tmp_path):
 
 def test_target_hard_linked_like_uv_installs(venv, env, tmp_path):
     """uv links files from its cache: the cache's copy keeps its bytes through apply and revert."""
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     cache = tmp_path / "uv-cache" / "ple_layer.py"
     cache.parent.mkdir()
     os.link(target, cache)
-    d = rk.json_of(rk.fake_cli("apply", venv, "--json", env=env))
+    d = kit.json_of(kit.fake_cli("apply", venv, "--json", env=env))
     assert d["changed"] and any("hard-linked" in n for n in d["notes"])
     assert target.read_bytes() == PATCHED_A and cache.read_bytes() == PRISTINE_A
     assert os.stat(cache).st_nlink == 1  # the target got its own inode
-    assert rk.fake_cli("verify", venv, env=env).returncode == 0
-    d = rk.json_of(rk.fake_cli("revert", venv, "--json", env=env))
+    assert kit.fake_cli("verify", venv, env=env).returncode == 0
+    d = kit.json_of(kit.fake_cli("revert", venv, "--json", env=env))
     assert d["restored"] and target.read_bytes() == PRISTINE_A and cache.read_bytes() == PRISTINE_A
     assert os.stat(target).st_ino != os.stat(cache).st_ino
 
@@ -174,7 +159,7 @@ def test_target_hard_linked_like_uv_installs(venv, env, tmp_path):
 def test_backup_with_other_content_before_apply(venv, env):
     """A foreign file where the backup goes is neither moved nor overwritten: apply refuses (5),
     nothing changes (dry-run says the same); once the file is moved away, apply works."""
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     foreign = b"# somebody's own file named like our backup\n"
     backup_path(target).write_bytes(foreign)
     refused("apply", venv, env, EXIT_MODIFIED, "in the way of the backup", "nothing written", "Move it away",
@@ -182,16 +167,16 @@ def test_backup_with_other_content_before_apply(venv, env):
     refused("apply", venv, env, EXIT_MODIFIED, "in the way of the backup", venv=venv, extra=("--dry-run",))
     assert backup_path(target).read_bytes() == foreign and target.read_bytes() == PRISTINE_A
     assert not list(target.parent.glob(target.name + ".bak-pre-ple4.stale-*"))
-    status = rk.fake_cli("status", venv, env=env)
+    status = kit.fake_cli("status", venv, env=env)
     assert status.returncode == 0 and "backup:  corrupt" in status.stdout and "next:    move" in status.stdout
     backup_path(target).rename(target.parent / "mine.txt")
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     assert backup_path(target).read_bytes() == PRISTINE_A and (target.parent / "mine.txt").read_bytes() == foreign
 
 
 def test_backup_with_other_content_at_revert(venv, env):
-    target = enginekit.target_of(venv)
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    target = kit.target_of(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     backup_path(target).write_bytes(b"X = 'not the pristine file'\n")
     refused("revert", venv, env, EXIT_MODIFIED, "corrupt", "nothing written", venv=venv)
     refused("verify", venv, env, EXIT_VERIFY_FAILED, "corrupt", venv=venv)
@@ -199,8 +184,8 @@ def test_backup_with_other_content_at_revert(venv, env):
 
 
 def test_backup_missing_at_revert(venv, env):
-    target = enginekit.target_of(venv)
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    target = kit.target_of(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     backup_path(target).unlink()
     refused("revert", venv, env, EXIT_MODIFIED, "absent", "reinstall", venv=venv)
     refused("verify", venv, env, EXIT_VERIFY_FAILED, "absent", venv=venv)
@@ -208,8 +193,8 @@ def test_backup_missing_at_revert(venv, env):
 
 
 def test_backup_is_a_directory(venv, env):
-    target = enginekit.target_of(venv)
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
+    target = kit.target_of(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
     backup_path(target).unlink()
     backup_path(target).mkdir()
     refused("revert", venv, env, EXIT_MODIFIED, "corrupt", venv=venv)
@@ -220,7 +205,7 @@ def test_backup_is_a_directory(venv, env):
 
 
 def test_dist_info_without_record(venv, env):
-    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
     (dist / "RECORD").unlink()
     for command in ("apply", "revert"):
         refused(command, venv, env, EXIT_ENGINE_NOT_FOUND, "RECORD", "reinstall", venv=venv)
@@ -229,34 +214,34 @@ def test_dist_info_without_record(venv, env):
 @pytest.mark.parametrize("metadata", [None, b"", b"\xff\xfe\x00garbage\n\n", b"Metadata-Version: 2.1\nName: 1cat-vllm\n"])
 def test_broken_metadata_falls_back_to_the_dist_info_name(venv, env, metadata):
     """The version is only reported (the sha256 decides): a broken METADATA is not fatal."""
-    (dist,) = enginekit.site_packages(venv).glob("1cat_vllm-*.dist-info")
+    (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
     if metadata is None:
         (dist / "METADATA").unlink()
     else:
         (dist / "METADATA").write_bytes(metadata)
-    d = rk.json_of(rk.fake_cli("status", venv, "--json", env=env))
+    d = kit.json_of(kit.fake_cli("status", venv, "--json", env=env))
     assert d["engine"]["version"] == "1.5.0" and d["state"] == "pristine"
-    assert rk.fake_cli("apply", venv, env=env).returncode == EXIT_OK
-    assert rk.fake_cli("revert", venv, env=env).returncode == EXIT_OK
-    assert enginekit.target_of(venv).read_bytes() == PRISTINE_A
+    assert kit.fake_cli("apply", venv, env=env).returncode == EXIT_OK
+    assert kit.fake_cli("revert", venv, env=env).returncode == EXIT_OK
+    assert kit.target_of(venv).read_bytes() == PRISTINE_A
 
 
 # -- paths -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["my venv", "vénv ü 空 env", "latin1-\udce9-venv"], ids=["spaces", "utf8", "non-utf8-byte"])
-def test_paths_with_spaces_and_non_ascii(tpl, env, tmp_path, name):
-    v = rk.clone(tpl, tmp_path / "dir with space" / name)
-    target = enginekit.target_of(v)
+def test_paths_with_spaces_and_non_ascii(fake_tpl, env, tmp_path, name):
+    v = kit.clone(fake_tpl, tmp_path / "dir with space" / name)
+    target = kit.target_of(v)
     for locale in ({}, {"LC_ALL": "C"}):
         e = {**env, **locale}
-        proc = rk.fake_cli("apply", v, env=e)
+        proc = kit.fake_cli("apply", v, env=e)
         assert proc.returncode == 0, proc.stderr
         assert "patched:" in proc.stdout and proc.stderr == ""
-        d = rk.json_of(rk.fake_cli("status", v, "--json", env=e))
+        d = kit.json_of(kit.fake_cli("status", v, "--json", env=e))
         assert d["state"] == "patched" and d["engine"]["target"] == str(target)
-        assert rk.fake_cli("verify", v, env=e).returncode == 0
-        proc = rk.fake_cli("revert", v, env=e)
+        assert kit.fake_cli("verify", v, env=e).returncode == 0
+        proc = kit.fake_cli("revert", v, env=e)
         assert proc.returncode == 0, proc.stderr
         assert target.read_bytes() == PRISTINE_A and not backup_path(target).exists()
 
@@ -287,7 +272,7 @@ class FaultyOS:
 
 
 def run_cli_inprocess(monkeypatch, capsys, fake_man, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(actions, "_default_patch_source", lambda: fake_patch)
+    monkeypatch.setattr(plan, "default_patch_source", lambda: fake_patch)
     monkeypatch.setenv("PLE4PATCH_EXTRA_MANIFESTS", str(fake_man))
     monkeypatch.delenv("PLE4PATCH_FAULT", raising=False)
     with pytest.raises(SystemExit) as info:
@@ -314,10 +299,10 @@ FAULTS = {
 @pytest.mark.parametrize("fault", list(FAULTS))
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_not_writable_simulated(fault, command, venv, fake_man, monkeypatch, capsys):
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     if command == "revert":
-        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
-    before = rk.tree_hash(venv)
+        assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    before = kit.tree_hash(venv)
     rules, hint = FAULTS[fault]
     monkeypatch.setattr(fsio, "os", FaultyOS(**rules))
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
@@ -325,9 +310,9 @@ def test_not_writable_simulated(fault, command, venv, fake_man, monkeypatch, cap
     assert code == EXIT_NOT_WRITABLE, err
     assert out == "" and err.count("\n") == 1 and err.startswith(f"ple4patch {command}: error: cannot ")
     assert hint in err
-    assert rk.temps(target) == []
+    assert kit.temps(target) == []
     assert target.read_bytes() == (PRISTINE_A if command == "apply" else PATCHED_A)
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 class DiskFull:
@@ -366,15 +351,15 @@ class DiskFull:
 
 @pytest.mark.parametrize("nth", [1, 2], ids=["writing-the-backup", "writing-the-target"])
 def test_disk_full_apply(nth, venv, fake_man, monkeypatch, capsys):
-    target = enginekit.target_of(venv)
-    before = rk.tree_hash(venv)
+    target = kit.target_of(venv)
+    before = kit.tree_hash(venv)
     DiskFull(nth).install(monkeypatch)
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "apply", venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE and "free some disk space" in err and err.count("\n") == 1
-    assert target.read_bytes() == PRISTINE_A and rk.temps(target) == []
-    assert rk.tree_hash(venv) == before, "a failed apply left something behind"
-    assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]  # space is back
+    assert target.read_bytes() == PRISTINE_A and kit.temps(target) == []
+    assert kit.tree_hash(venv) == before, "a failed apply left something behind"
+    assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]  # space is back
 
 
 # -- a failed apply --allow-unknown: the local pin it added and the backup it set aside go back
@@ -392,7 +377,7 @@ def b_only_man(tmp_path_factory):
 def earlier_opt_in(target) -> None:
     """What an earlier version left: a local pin of its own file and its (now stale) backup."""
     other = m.local_pin(pristine="c" * 64, patched="d" * 64, patch_id="nvfp4-rowpacked-1", version="1.4.9", size=7)
-    m.local_pins_path(target).write_text(m.add_local_pin(m.Manifest(), other).dumps())
+    paths.local_pins_path(target).write_text(m.add_local_pin(m.Manifest(), other).dumps())
     backup_path(target).write_bytes(PRISTINE_B)
 
 
@@ -410,12 +395,12 @@ def test_failed_allow_unknown_apply_leaves_the_venv_as_it_was(failure, earlier, 
     """Disk full at each write, or the target's replace refused: the local pin this run added
     is taken back (an earlier pins file keeps its bytes), a stale backup it set aside gets its
     name back, the backup it wrote goes: the site-packages hash is unchanged."""
-    target = enginekit.target_of(venv)
-    site = enginekit.site_packages(venv)
+    target = kit.target_of(venv)
+    site = kit.site_packages(venv)
     if earlier:
         earlier_opt_in(target)
-    pins_before = rk.sha(m.local_pins_path(target))
-    before = rk.tree_hash(venv)
+    pins_before = kit.sha(paths.local_pins_path(target))
+    before = kit.tree_hash(venv)
     fault = UNKNOWN_FAILURES[failure](target)
     if isinstance(fault, DiskFull):
         fault.install(monkeypatch)
@@ -425,10 +410,10 @@ def test_failed_allow_unknown_apply_leaves_the_venv_as_it_was(failure, earlier, 
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE and err.count("\n") == 1, err
     assert target.read_bytes() == PRISTINE_A
-    assert rk.sha(m.local_pins_path(target)) == pins_before, "the local pin of a failed run stayed"
+    assert kit.sha(paths.local_pins_path(target)) == pins_before, "the local pin of a failed run stayed"
     assert backup_path(target).exists() == earlier and list(site.rglob("*.stale-*")) == []
-    assert rk.temps(target) == [] and list(site.glob(TEMP_PREFIX + "*")) == []
-    assert rk.tree_hash(venv) == before, "a failed apply --allow-unknown left something behind"
+    assert kit.temps(target) == [] and list(site.glob(TEMP_PREFIX + "*")) == []
+    assert kit.tree_hash(venv) == before, "a failed apply --allow-unknown left something behind"
     # the problem gone, the same command works
     code, out, err = run_cli_inprocess(monkeypatch, capsys, b_only_man, "apply", venv, "--allow-unknown")
     assert code == 0 and target.read_bytes() == PATCHED_A, err
@@ -436,33 +421,33 @@ def test_failed_allow_unknown_apply_leaves_the_venv_as_it_was(failure, earlier, 
 
 @pytest.mark.parametrize("point", ["after-backup", "after-pins", "after-temp"])
 def test_ctrl_c_allow_unknown_apply_leaves_the_venv_as_it_was(point, venv, b_only_man):
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     earlier_opt_in(target)
-    env = rk.env_with([b_only_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
-    before = rk.tree_hash(venv)
-    proc = subprocess.Popen(rk.fake_cmd("apply", venv, "--allow-unknown"), stdout=subprocess.PIPE,
+    env = kit.env_with([b_only_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
+    before = kit.tree_hash(venv)
+    proc = subprocess.Popen(kit.fake_cmd("apply", venv, "--allow-unknown"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
     assert f"fault point {point}: sleeping" in proc.stderr.readline()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_INTERRUPTED, err
-    assert rk.tree_hash(venv) == before, "an interrupted apply --allow-unknown left something behind"
+    assert kit.tree_hash(venv) == before, "an interrupted apply --allow-unknown left something behind"
     assert backup_path(target).read_bytes() == PRISTINE_B
-    proc = rk.fake_cli("apply", venv, "--allow-unknown", env=env)
+    proc = kit.fake_cli("apply", venv, "--allow-unknown", env=env)
     assert proc.returncode == 0 and target.read_bytes() == PATCHED_A, proc.stderr
-    assert rk.fake_cli("verify", venv, env=env).returncode == 0
+    assert kit.fake_cli("verify", venv, env=env).returncode == 0
 
 
 def test_disk_full_revert(venv, fake_man, monkeypatch, capsys):
-    target = enginekit.target_of(venv)
-    assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
-    before = rk.tree_hash(venv)
+    target = kit.target_of(venv)
+    assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+    before = kit.tree_hash(venv)
     DiskFull(1).install(monkeypatch)
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "revert", venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE and "free some disk space" in err
     assert target.read_bytes() == PATCHED_A and backup_path(target).read_bytes() == PRISTINE_A
-    assert rk.temps(target) == [] and rk.tree_hash(venv) == before
+    assert kit.temps(target) == [] and kit.tree_hash(venv) == before
 
 
 def _unshare_ro_works() -> bool:
@@ -475,8 +460,8 @@ def _unshare_ro_works() -> bool:
 
 def run_on_read_only_site(venv, env, *args) -> subprocess.CompletedProcess:
     script = 'mount --bind "$SITE" "$SITE" && mount -o remount,ro,bind "$SITE" && exec "$@"'
-    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd(*args)],
-                          capture_output=True, text=True, env={**env, "SITE": str(enginekit.site_packages(venv))})
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *kit.fake_cmd(*args)],
+                          capture_output=True, text=True, env={**env, "SITE": str(kit.site_packages(venv))})
 
 
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
@@ -485,31 +470,31 @@ def test_read_only_venv_root_with_writable_site_packages(venv, env):
     script = ('mount --bind "$SITE" "$SITE" && mount --rbind "$VENV" "$VENV" && '
               'mount -o remount,ro,bind "$VENV" && ! touch "$VENV/probe" 2>/dev/null && '
               'for c in apply status verify revert; do "$@" $c "$VENV" || exit $?; done')
-    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *rk.fake_cmd()], capture_output=True,
-                          text=True, env={**env, "SITE": str(enginekit.site_packages(venv)), "VENV": str(venv)})
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *kit.fake_cmd()], capture_output=True,
+                          text=True, env={**env, "SITE": str(kit.site_packages(venv)), "VENV": str(venv)})
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "patched:" in proc.stdout and "reverted:" in proc.stdout
-    assert not (venv / "probe").exists() and enginekit.target_of(venv).read_bytes() == PRISTINE_A
+    assert not (venv / "probe").exists() and kit.target_of(venv).read_bytes() == PRISTINE_A
 
 
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
 def test_read_only_image_patched_at_build_time(venv, env):
     """A hook re-running apply/verify/status in a read-only image that was patched when built:
     nothing to write, so it is not an error."""
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    before = rk.tree_hash(venv)
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
+    before = kit.tree_hash(venv)
     for command in ("apply", "verify", "status"):
         proc = run_on_read_only_site(venv, env, command, venv, "--json")
         assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
     assert json.loads(proc.stdout)["state"] == "patched"
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 @pytest.mark.skipif(not _unshare_ro_works(), reason="no user+mount namespaces here (unshare -rm)")
 def test_read_only_pristine_venv_revert_verify_status(venv, env):
     """Nothing to revert in a read-only venv is not an error either (no write access needed);
     verify and status say what they say on a writable venv."""
-    before = rk.tree_hash(venv)
+    before = kit.tree_hash(venv)
     proc = run_on_read_only_site(venv, env, "revert", venv)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "nothing to revert" in proc.stdout and "nothing to do" in proc.stdout and proc.stderr == ""
@@ -520,16 +505,16 @@ def test_read_only_pristine_venv_revert_verify_status(venv, env):
     assert (proc.returncode, json.loads(proc.stdout)["state"]) == (0, "pristine")
     proc = run_on_read_only_site(venv, env, "verify", venv, "--json")
     assert (proc.returncode, json.loads(proc.stdout)["error"]["kind"]) == (EXIT_VERIFY_FAILED, "verify_failed")
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 @pytest.mark.parametrize("clean", [False, True], ids=["revert", "revert-clean"])
 def test_read_only_pristine_venv_revert_simulated(clean, venv, fake_man, monkeypatch, capsys):
     """The same with the whole file system read-only (simulated): revert has nothing to write,
     unless --clean asks it to remove a stale backup, which needs write access (exit 7)."""
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     backup_path(target).write_bytes(PRISTINE_B)  # another engine version's backup: stale
-    before = rk.tree_hash(venv)
+    before = kit.tree_hash(venv)
     monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
     args = ["revert", venv, "--json"] + (["--clean"] if clean else [])
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, *args)
@@ -540,60 +525,60 @@ def test_read_only_pristine_venv_revert_simulated(clean, venv, fake_man, monkeyp
     else:
         assert (code, d["changed"], d["state"]) == (0, False, "pristine"), d
         assert "nothing to do" in d["message"] and any("revert --clean" in n for n in d["notes"])
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 def test_read_only_revert_with_stale_bytecode_is_an_error(venv, fake_man, monkeypatch, capsys):
     """A pristine file with an unchecked pyc of the patched bytes (a revert killed before its
     clean-up) still runs the patched code: that needs a write, so read-only is exit 7."""
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     target.write_bytes(PATCHED_A)
-    rk.compile_unchecked(target)
+    kit.compile_unchecked(target)
     target.write_bytes(PRISTINE_A)
-    before = rk.tree_hash(venv)
+    before = kit.tree_hash(venv)
     monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "revert", venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE and "read-only" in err, err
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_read_only_stale_timestamp_bytecode_needs_no_write(command, venv, fake_man, monkeypatch, capsys):
     """A timestamp pyc whose source mtime moved (an image layer, a copy) is checked at import and
     only recompiled: in a read-only venv with nothing else to do, that is still exit 0."""
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     if command == "apply":
-        assert actions.apply(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
+        assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
     import py_compile
     import importlib.util
 
     pyc = py_compile.compile(str(target), cfile=importlib.util.cache_from_source(str(target)), doraise=True)
     st = os.stat(target)
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))  # the pyc's timestamp no longer fits
-    assert fsio.stale_pycache(target) == [Path(pyc)] and fsio.unchecked_stale_pycache(target) == []
-    before = rk.tree_hash(venv)
+    assert bytecode.stale_pycache(target) == [Path(pyc)] and bytecode.unchecked_stale_pycache(target) == []
+    before = kit.tree_hash(venv)
     monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == 0 and ("already patched" if command == "apply" else "nothing to do") in out, (out, err)
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 def test_verify_and_status_never_take_the_lock(venv, env):
     """They only read: they neither wait for a held lock nor create the lock file."""
-    site = enginekit.site_packages(venv)
+    site = kit.site_packages(venv)
     for command, code in (("status", 0), ("verify", EXIT_VERIFY_FAILED)):
-        assert rk.fake_cli(command, venv, env=env).returncode == code
-    assert not list(site.rglob(fsio.LOCK_NAME)), "status/verify created a lock file"
-    assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    fd = os.open(site / fsio.LOCK_NAME, os.O_RDWR)
+        assert kit.fake_cli(command, venv, env=env).returncode == code
+    assert not list(site.rglob(paths.LOCK_NAME)), "status/verify created a lock file"
+    assert kit.fake_cli("apply", venv, env=env).returncode == 0
+    fd = os.open(site / paths.LOCK_NAME, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another ple4patch holds the venv
     try:
         for command in ("status", "verify"):
-            proc = rk.fake_cli(command, venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}, timeout=20)
+            proc = kit.fake_cli(command, venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}, timeout=20)
             assert proc.returncode == 0, (command, proc.stderr)
-        assert rk.fake_cli("revert", venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}).returncode == EXIT_LOCK_TIMEOUT
+        assert kit.fake_cli("revert", venv, env={**env, fsio.LOCK_TIMEOUT_ENV: "0"}).returncode == EXIT_LOCK_TIMEOUT
     finally:
         os.close(fd)
 
@@ -603,13 +588,13 @@ def test_verify_and_status_never_take_the_lock(venv, env):
 def test_read_only_site_packages_real_mount(command, venv, env):
     """A real read-only bind mount of site-packages (root cannot write there either)."""
     if command == "revert":
-        assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    before = rk.tree_hash(venv)
+        assert kit.fake_cli("apply", venv, env=env).returncode == 0
+    before = kit.tree_hash(venv)
     proc = run_on_read_only_site(venv, env, command, venv, "--json")
     d = json.loads(proc.stdout)
     assert proc.returncode == EXIT_NOT_WRITABLE, (proc.stdout, proc.stderr)
     assert d["error"]["kind"] == "not_writable" and "read-only" in d["error"]["message"], d
-    assert rk.tree_hash(venv) == before
+    assert kit.tree_hash(venv) == before
 
 
 # -- Ctrl-C ----------------------------------------------------------------------
@@ -628,13 +613,13 @@ SIGINT_CASES = [
 
 @pytest.mark.parametrize("command, point, landed", SIGINT_CASES, ids=[f"{c}-{p}" for c, p, _ in SIGINT_CASES])
 def test_ctrl_c(command, point, landed, venv, env):
-    target = enginekit.target_of(venv)
+    target = kit.target_of(venv)
     if command == "revert":
-        assert rk.fake_cli("apply", venv, env=env).returncode == 0
-    rk.compile_unchecked(target)
-    before = rk.tree_hash(venv)
+        assert kit.fake_cli("apply", venv, env=env).returncode == 0
+    kit.compile_unchecked(target)
+    before = kit.tree_hash(venv)
     start = target.read_bytes()
-    proc = subprocess.Popen(rk.fake_cmd(command, venv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(kit.fake_cmd(command, venv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
     assert f"fault point {point}: sleeping" in proc.stderr.readline()  # it is at that step now
     proc.send_signal(signal.SIGINT)
@@ -642,16 +627,16 @@ def test_ctrl_c(command, point, landed, venv, env):
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert out == "" and err.count("\n") == 1
     assert err.startswith(f"ple4patch {command}: interrupted (Ctrl-C)") and "ple4patch status" in err
-    assert rk.temps(target) == []
+    assert kit.temps(target) == []
     if landed:
         assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)
         if command == "apply":
             assert backup_path(target).read_bytes() == PRISTINE_A
     else:
         assert target.read_bytes() == start
-        assert rk.tree_hash(venv) == before, "an interrupted run that wrote nothing must leave nothing"
+        assert kit.tree_hash(venv) == before, "an interrupted run that wrote nothing must leave nothing"
     # the re-run finishes the job
-    assert rk.fake_cli(command, venv, env=env).returncode == 0
+    assert kit.fake_cli(command, venv, env=env).returncode == 0
     assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)
     assert backup_path(target).exists() == (command == "apply")
-    rk.assert_imports_current_source(venv)
+    kit.assert_imports_current_source(venv)

@@ -1,0 +1,118 @@
+"""Plan an apply: which pristine bytes to patch, and the checked output to write.
+
+`make_plan` reads nothing from disk beyond the assessment (and the backup when upgrading
+an older patch) and writes nothing: it returns a `Plan` whose output has passed
+`output_check.check_output`, or raises the error that says why this target is not
+patched. The transform (libcst) is imported only here, and only when a plan is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .engine import reinstall_hint
+from .errors import ModifiedFile, TransformError, UnpinnedFile
+from .hashing import sha256_hex
+from .manifest import Manifest, Pin
+from .output_check import check_output
+from .sentinel import PATCH_ID
+from .state import Assessment, BackupState, State, classify
+
+PatchSource = Callable[[str], str]
+
+
+def default_patch_source() -> PatchSource:
+    from .transform import patch_source  # libcst: imported only when a patch is made
+
+    return patch_source
+
+
+@dataclass
+class Plan:
+    source: bytes  # the pristine bytes the output is made from
+    source_sha: str
+    pin: Pin | None  # None: unpinned, applied with --allow-unknown
+    output: bytes
+    output_sha: str
+    from_backup: bool  # upgrading an older patch: the source is the backup
+
+
+def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bool]:
+    """The pristine bytes to patch, their pin, and whether they come from the backup."""
+    e = a.engine
+    if a.state is State.PRISTINE:
+        assert a.current_bytes is not None
+        return a.current_bytes, a.pin, False
+    if a.state is State.UNPINNED:
+        assert a.current_bytes is not None
+        return a.current_bytes, None, False
+    if a.state is State.PATCHED_OLDER:
+        if a.backup is not BackupState.PRESENT:
+            raise ModifiedFile(
+                f"{e.target} is patched by an older patch id ({a.patch_id}) and its backup is "
+                f"{a.backup.value}, so its pristine bytes are unknown: reinstall the engine "
+                f"({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
+            )
+        data = a.backup_path.read_bytes()
+        source = classify(sha256_hex(data), None, e.record_sha256, manifest)
+        return data, source.pin, True
+    if a.state is State.MODIFIED:
+        if a.patch_id == PATCH_ID:
+            raise ModifiedFile(
+                f"{e.target} carries the ple4patch sentinel ({a.patch_id}) but is not a known patched "
+                f"output (edited after patching, or its pins are gone): reinstall the engine "
+                f"({reinstall_hint(e)}), then apply"
+            )
+        raise ModifiedFile(
+            f"{e.target} matches neither the engine's RECORD nor a pinned file (modified or foreign): "
+            f"nothing written; reinstall the engine ({reinstall_hint(e)}), then apply"
+        )
+    raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
+
+
+def build_output(source_text: str, path: str, pin: Pin | None, patch_source: PatchSource) -> bytes:
+    """Run the transform and check its output (sentinel, compiles, hash pin): the bytes to write."""
+    try:
+        out = patch_source(source_text)
+    except TransformError as err:
+        raise ModifiedFile(
+            f"the patch does not fit {path}: {err}; nothing written (this engine file has a "
+            f"shape ple4patch does not know)"
+        ) from None
+    return check_output(out, path, pin)
+
+
+def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run: bool,
+              patch_source: PatchSource) -> Plan:
+    e = a.engine
+    source, pin, from_backup = source_for(a, manifest)
+    if pin is None and not (allow_unknown or dry_run):
+        raise UnpinnedFile(
+            f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
+            f"manifest pins it: review the change with `ple4patch apply --dry-run {e.venv}`, then "
+            f"opt in with `ple4patch apply --allow-unknown {e.venv}`"
+        )
+    if a.backup is BackupState.CORRUPT and not from_backup:
+        # Not a backup ple4patch made of any known file: it may be somebody's own file, so it is
+        # neither moved nor overwritten. (A stale backup of a known file is set aside instead.)
+        what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
+        raise ModifiedFile(
+            f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
+            f"known file): nothing written. Move it away, then run `ple4patch apply {e.venv}` again"
+        )
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModifiedFile(f"{e.target} is not UTF-8 text: nothing written") from None
+    output = build_output(text, str(e.target), pin, patch_source)
+    return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup)
+
+
+def is_patched_output_of(backup: bytes, current: bytes) -> bool:
+    """Last resort when no pin links them: does the transform turn `backup` into `current`?"""
+    try:
+        text = backup.decode("utf-8")
+        return default_patch_source()(text).encode("utf-8") == current
+    except (UnicodeDecodeError, TransformError, ImportError):
+        return False

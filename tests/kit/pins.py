@@ -1,0 +1,67 @@
+"""Pins for the tests, all made by `pin_for`: the stand-in under the real transform (once a
+session, so tests need not wait for `make pin`), and the fake transform's pins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping
+
+from ple4patch import manifest as m
+from ple4patch.hashing import sha256_hex
+from ple4patch.sentinel import PATCH_ID
+
+from .fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest
+
+
+def pin_for(data: bytes, patch: Callable[[str], str], *, label: str, source: str, engine_versions: str = "",
+            older: Mapping[str, str] | None = None) -> m.Pin:
+    """The pin of pristine `data` under the transform `patch` (the shape `make pin` writes)."""
+    return m.Pin(
+        pristine_sha256=sha256_hex(data),
+        patched_sha256=sha256_hex(patch(data.decode("utf-8")).encode("utf-8")),
+        patch_id=PATCH_ID,
+        label=label,
+        engine_versions=engine_versions,
+        size=len(data),
+        older=dict(older or {}),
+        source=source,
+    )
+
+
+_pins: dict[str, tuple[Path, m.Pin]] = {}
+
+
+def standin_manifest(base: Path) -> tuple[Path, m.Pin]:
+    """A manifest file pinning the stand-in to what the current transform makes of it.
+
+    Made once per session, so these tests do not depend on the checked-in test manifest
+    being re-pinned (test_cli checks that); the pin is the same shape `make pin` writes.
+    """
+    if str(base) not in _pins:
+        from ple4patch.transform import patch_source
+
+        from .venvs import standin_bytes
+
+        pin = pin_for(standin_bytes(), patch_source, source="reliability-tests",
+                      label="stand-in engine (reliability tests, pinned at session start)")
+        man = m.Manifest(sources=["reliability-tests"])
+        man.add(pin)
+        path = base / "standin_current_transform_manifest.json"
+        path.write_text(man.dumps())
+        _pins[str(base)] = (path, pin)
+    return _pins[str(base)]
+
+
+def extra_manifests() -> list[Path]:
+    """The session's stand-in manifest (after `standin_manifest` made it)."""
+    assert _pins, "use the `pinned` fixture first"
+    return [path for path, _pin in _pins.values()]
+
+
+def fake_manifest_file(directory: Path) -> Path:
+    """A manifest file pinning PRISTINE_A and PRISTINE_B under the fake transform."""
+    path = directory / "fake_manifest.json"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(fake_manifest(PRISTINE_A, PRISTINE_B).dumps())
+    return path
