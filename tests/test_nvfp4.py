@@ -19,6 +19,7 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
 
+from ple4patch import geometry  # noqa: E402
 from ple4patch.kernels import nvfp4  # noqa: E402
 
 _mod = sys.modules.get("ple4patch.kernels.nvfp4_gather")
@@ -27,7 +28,7 @@ if _mod is not None and not HAS_CUDA and type(_mod._ple4_nvfp4_gather_kernel).__
 
 DEV = "cuda" if HAS_CUDA else "cpu"
 DIM = 160
-WIDTH = DIM // 2 + DIM // 16
+WIDTH = geometry.row_bytes(DIM)
 BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
@@ -123,6 +124,19 @@ def test_reference_nibble_order_and_block_scales():
 
 
 # ---------------------------------------------------------------- packing
+
+
+def test_row_geometry_is_the_kernels_layout():
+    """`ple4patch.geometry` (torch-free) describes exactly the rows the kernels pack and read."""
+    assert (geometry.code_bytes(160), geometry.scale_bytes(160), geometry.row_bytes(160)) == (80, 10, 90)
+    for dim in (16, 64, 160, 256):
+        codes = torch.zeros((2, geometry.code_bytes(dim)), dtype=torch.uint8)
+        scales = torch.full((2, geometry.scale_bytes(dim)), 0x38, dtype=torch.uint8)
+        packed = nvfp4.pack_rows(codes, scales)
+        assert packed.shape == (2, geometry.row_bytes(dim))
+        assert nvfp4.dequant_reference(packed, 1.0, dim).shape == (2, dim)
+        with pytest.raises(ValueError):
+            nvfp4.dequant_reference(packed[:, :-1], 1.0, dim)
 
 
 def test_pack_rows_round_trip():
