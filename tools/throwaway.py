@@ -4,7 +4,7 @@ the environment to run `ple4patch` against them (used by the demo, the tests, th
 - `build_wheel(out_dir, files, name=, version=)`: a real wheel, built by pip +
   setuptools (`pip wheel --no-build-isolation --no-deps`), holding `files`
   ({relative path: bytes}; `__init__.py` files are added for every package).
-- `build_editable_wheel(...)`: the PEP 660 editable wheel setuptools builds for
+- `build_wheel(..., editable=True)`: the PEP 660 editable wheel setuptools builds for
   `pip install -e` (a `__editable__.*.pth`/finder, no target file).
 - `make_venv(path)`: `python -m venv --without-pip` (fast).
 - `install(venv, wheel)`: `python -m pip --python <venv>/bin/python install
@@ -72,27 +72,21 @@ def _write_project(root: Path, files: dict[str, bytes], name: str, version: str)
 
 
 def build_wheel(
-    out_dir: Path, files: dict[str, bytes], *, name: str = "1cat-vllm", version: str = "1.5.1"
+    out_dir: Path, files: dict[str, bytes], *, name: str = "1cat-vllm", version: str = "1.5.1",
+    editable: bool = False,
 ) -> Path:
-    """A wheel of a stand-in engine (real setuptools + pip output)."""
+    """A wheel of a stand-in engine (real setuptools + pip output); `editable`: the PEP 660
+    editable wheel `pip install -e` would install (setuptools' build_editable)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     proj = _write_project(out_dir / "projects", files, name, version)
-    dest = out_dir / proj.name
-    _run([PY, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "--no-index",
-          "-w", str(dest), str(proj)], cwd=out_dir)
-    (wheel,) = dest.glob("*.whl")
-    return wheel
-
-
-def build_editable_wheel(
-    out_dir: Path, files: dict[str, bytes], *, name: str = "1cat-vllm", version: str = "1.5.1"
-) -> Path:
-    """The PEP 660 editable wheel `pip install -e` would install (setuptools' build_editable)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    proj = _write_project(out_dir / "projects", files, name, version)
-    dest = out_dir / (proj.name + "-editable")
-    dest.mkdir()
-    _run([PY, "-c", f"import setuptools.build_meta as b; b.build_editable({str(dest)!r})"], cwd=proj)
+    if editable:
+        dest = out_dir / (proj.name + "-editable")
+        dest.mkdir()
+        _run([PY, "-c", f"import setuptools.build_meta as b; b.build_editable({str(dest)!r})"], cwd=proj)
+    else:
+        dest = out_dir / proj.name
+        _run([PY, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "--no-index",
+              "-w", str(dest), str(proj)], cwd=out_dir)
     (wheel,) = dest.glob("*.whl")
     return wheel
 

@@ -34,7 +34,6 @@ from tools.engine_files import (  # noqa: E402
 )
 from tools.throwaway import (  # noqa: E402
     PY,
-    build_editable_wheel,
     build_wheel,
     cli_env,
     install,

@@ -19,7 +19,7 @@ from pathlib import Path
 from ple4patch.hashing import sha256_hex
 from ple4patch.paths import LOCK_NAME, TARGET_REL, TEMP_PREFIX, backup_path, pycs  # noqa: F401 (pycs: kit API)
 from tools.engine_files import STANDIN_DIR, standin_file
-from tools.throwaway import build_editable_wheel, build_wheel, cli_env, install, make_venv, site_packages
+from tools.throwaway import build_wheel, cli_env, install, make_venv, site_packages
 from tools.throwaway import target_of, venv_python
 
 
@@ -43,7 +43,7 @@ class Wheelhouse:
     def editable(self, data: bytes, *, version: str = "1.5.1") -> Path:
         key = ("editable", version, sha256_hex(data))
         if key not in self._cache:
-            self._cache[key] = build_editable_wheel(self.root, {TARGET_REL: data}, version=version)
+            self._cache[key] = build_wheel(self.root, {TARGET_REL: data}, version=version, editable=True)
         return self._cache[key]
 
 
