@@ -15,8 +15,7 @@ import pytest
 import kit
 from kit import site_snapshot
 from kit.fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch, fake_patch_old
-from ple4patch import paths
-from ple4patch import commands, fsio
+from ple4patch import commands, fsio, paths
 from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_INTERNAL,

@@ -20,8 +20,7 @@ import pytest
 
 import kit
 from kit.fakepatch import PRISTINE_A, fake_manifest, fake_patch
-from ple4patch import bytecode
-from ple4patch import commands, fsio
+from ple4patch import bytecode, commands
 
 MAN = fake_manifest(PRISTINE_A)
 MODES = [py_compile.PycInvalidationMode.UNCHECKED_HASH, py_compile.PycInvalidationMode.CHECKED_HASH,

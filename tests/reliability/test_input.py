@@ -22,9 +22,7 @@ import pytest
 
 import kit
 from kit.fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
-from ple4patch import bytecode
-from ple4patch import paths
-from ple4patch import cli, commands, fsio, plan
+from ple4patch import bytecode, cli, commands, fsio, paths, plan
 from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,

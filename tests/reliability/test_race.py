@@ -23,8 +23,7 @@ from ple4patch import commands
 from ple4patch import manifest as m
 from ple4patch.errors import EXIT_LOCK_TIMEOUT
 from ple4patch.fsio import LOCK_TIMEOUT_ENV
-from ple4patch.paths import LOCK_NAME
-from ple4patch.paths import backup_path
+from ple4patch.paths import LOCK_NAME, backup_path
 
 ROUNDS = 20
 PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
