@@ -9,7 +9,7 @@ so it pins rows x row bytes rounded up to one page (torch's caching host allocat
 6.71 GiB share). ``Ple4NvFp4Tiers`` holds both tiers and copies checkpoint rows into them.
 
 Release: unregister, then unmap; explicitly (``release()``) or when the host tier is collected.
-The mapping itself goes once no tensor over it is left.
+The mapping is unmapped once no tensor over it is left (a tensor keeps its memory valid).
 
 Rules for this file (its text after the import lines is injected into the engine's
 ``ple_layer.py``): it imports only the standard library and torch; every top-level name starts
@@ -88,7 +88,7 @@ def _ple4_pin_failure(what: str, nbytes: int, cause: str) -> RuntimeError:
     )
 
 
-class _Ple4HostMapping:
+class _ple4_HostMapping:
     """The mapping and registration of one host tier; ``release`` undoes both, once."""
 
     def __init__(self, mapping, ptr: int, nbytes: int) -> None:
@@ -98,18 +98,14 @@ class _Ple4HostMapping:
         self.registered = False
 
     def release(self) -> None:
+        # Only the reference goes here: torch.frombuffer keeps the mapping alive, without a
+        # buffer export, for as long as any tensor over it exists, and unmaps it after the last.
         try:
             if self.registered:
                 self.registered = False
                 _ple4_cuda_host_unregister(self.ptr)
         finally:
-            mapping, self.mapping = self.mapping, None
-            if mapping is not None:
-                try:
-                    mapping.close()
-                except BufferError:
-                    # A tensor over the rows still exists: the mapping goes with the last one.
-                    pass
+            self.mapping = None
 
 
 class Ple4PinnedHostRows:
@@ -141,13 +137,13 @@ class Ple4PinnedHostRows:
             except OSError:
                 pass
         tensor = torch.frombuffer(mapping, dtype=torch.uint8, count=self.nbytes)
-        state = _Ple4HostMapping(mapping, tensor.data_ptr(), self.mapped_bytes)
+        state = _ple4_HostMapping(mapping, tensor.data_ptr(), self.mapped_bytes)
         if pin:
             try:
                 _ple4_cuda_host_register(state.ptr, self.mapped_bytes)
             except Exception as exc:
-                del tensor
-                state.release()
+                del tensor, mapping
+                state.release()  # nothing registered; the mapping goes with the last reference
                 raise _ple4_pin_failure(what, self.nbytes, str(exc)) from exc
             state.registered = True
             self.pinned = True
@@ -162,7 +158,8 @@ class Ple4PinnedHostRows:
         return 0 if self._mapping is None else self._mapping.ptr
 
     def release(self) -> None:
-        """Unregister, then unmap (idempotent). No tensor over the rows may be used after it."""
+        """Unregister, then unmap once no tensor over the rows is left (idempotent). The GPU may
+        not read the rows after it."""
         self.tensor = None
         self.pinned = False
         if self._mapping is not None:
