@@ -18,7 +18,8 @@ bytes and the drop of MemAvailable:
 - fp8-stock-alloc   the stock FP8 share's allocation: torch.empty((80,000,384, 160), uint8,
   pin_memory=True), 11.92 GiB requested (allocation only);
 - plain-read   the floor: the row-packed files' bytes read with readinto into fresh anonymous
-  memory, 64 MiB at a time.
+  memory, 64 MiB at a time; plain-read-hugepage the same into memory advised MADV_HUGEPAGE (as
+  the table's host tier is), which saves most of the page faults: the stricter floor.
 
 Page cache: the files are read warm (just written) in every case; ``--cold`` adds the nvfp4 and
 plain-read cases after dropping the files' pages (posix_fadvise DONTNEED). Targets: pinned bytes
@@ -46,7 +47,7 @@ SHARD_ROWS = 625_003  # ceil(320,001,536 / 512): 128 shards make rank 0's share
 DIM = 160
 W, CODES = DIM // 2 + DIM // 16, DIM // 2
 FILES = 4
-CASES = ["plain-read", "nvfp4-rowpacked", "nvfp4-split", "torch-pinned-rowpacked", "fp8-stock-alloc"]
+CASES = ["plain-read", "plain-read-hugepage", "nvfp4-rowpacked", "nvfp4-split", "torch-pinned-rowpacked", "fp8-stock-alloc"]
 COLD_CASES = ["plain-read-cold", "nvfp4-rowpacked-cold"]
 READ_CHUNK = 64 << 20
 
@@ -196,8 +197,10 @@ def run_case(case: str, root: Path) -> dict:
     rec = {"case": case, "rows": ROWS, "row_bytes": W, "table_bytes": ROWS * W, "baseline_rss_anon": base_anon}
     t0 = time.perf_counter()
     with hb.PeakRssAnon() as peak:
-        if name == "plain-read":
+        if name.startswith("plain-read"):
             buf = mmap.mmap(-1, sum(p.stat().st_size for p in paths), flags=mmap.MAP_PRIVATE)
+            if name.endswith("hugepage"):
+                buf.madvise(mmap.MADV_HUGEPAGE)
             view, off = memoryview(buf), 0
             for path in paths:
                 with open(path, "rb", buffering=0) as fh:
@@ -289,7 +292,8 @@ def main() -> None:
           _gib(r["peak_rss_anon_over_baseline"]), _gib(r["mem_available_drop"])] for r in results],
     )
     checks = []
-    floor = by.get("plain-read", {}).get("wall_s")
+    warm_floors = [by[c]["wall_s"] for c in ("plain-read", "plain-read-hugepage") if c in by]
+    floor = min(warm_floors) if warm_floors else None
     for case in ("nvfp4-rowpacked", "nvfp4-split", "nvfp4-rowpacked-cold"):
         r = by.get(case)
         if r is None:
@@ -300,7 +304,7 @@ def main() -> None:
                        r["peak_rss_anon_over_baseline"] / limit, 1.0, "le"))
         f = by.get("plain-read-cold", {}).get("wall_s") if case.endswith("-cold") else floor
         if f:
-            checks.append((f"{case}: wall / plain-read floor <= 1.5", r["wall_s"] / f, 1.5, "le"))
+            checks.append((f"{case}: wall / fastest plain-read floor <= 1.5", r["wall_s"] / f, 1.5, "le"))
         checks.append((f"{case}: mismatched bytes == 0", r["mismatched_bytes"], 0, "le"))
     tg = hb.targets(checks)
     report.line("")

@@ -187,7 +187,7 @@ def gather(
         )
     if global_scale.device != ids.device:
         raise ValueError(f"global_scale: expected device {ids.device} (the ids' device), got {global_scale.device}")
-    if ids.device.type == "cuda" and table.device.type == "cpu" and not table.is_pinned():
+    if ids.device.type == "cuda" and table.device.type == "cpu" and table.numel() and not table.is_pinned():
         raise ValueError("table: a CPU table must be pinned (page-locked) for the GPU to read it; use .pin_memory()")
     if device_table is not None and ids.device.type == "cuda" and device_table.device != ids.device:
         raise ValueError(f"device_table: expected device {ids.device} (the ids' device), got {device_table.device}")
