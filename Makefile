@@ -14,7 +14,7 @@ TL_STAMP := $(TL_VENV)/.ple4patch-installed-triton-$(TL_TRITON)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test test-main test-triton-latest pin venv clean bench bench-tool
+.PHONY: demo test test-main test-triton-latest pin venv clean bench bench-gather bench-tiers bench-load bench-tool
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,12 +57,24 @@ test-triton-latest: $(TL_STAMP)
 pin: $(STAMP)
 	$(PY) tools/pin_manifest.py
 
-## bench: PLE gather benchmark on a CUDA GPU (FP8 stock design vs NVFP4 vs raw 90 B copy);
-##        BENCH_PY is a Python with CUDA torch + Triton (the engine's venv, say); writes bench-out/
+## bench: the GPU benchmarks (thin setups over benchmarks/harness.py), each writing bench-out/:
+##        bench-gather (FP8 stock design vs NVFP4 vs raw 90 B copy), bench-tiers (a table split
+##        between VRAM and pinned host: one launch vs two), bench-load (one real-size TP4 share
+##        from safetensors: wall time, peak RssAnon, pinned bytes, against torch's pinned
+##        allocator, the stock FP8 allocation and a plain read). BENCH_PY is a Python with CUDA
+##        torch + Triton (the engine's venv, say).
 BENCH_PY ?= $(PYTHON)
-BENCH_ARGS ?= --tune
-bench:
-	$(BENCH_PY) benchmarks/bench_ple.py --out bench-out $(BENCH_ARGS)
+BENCH_ARGS ?=
+bench: bench-gather bench-tiers bench-load
+
+bench-gather:
+	$(BENCH_PY) benchmarks/bench_gather.py --out bench-out $(BENCH_ARGS)
+
+bench-tiers:
+	$(BENCH_PY) benchmarks/bench_tiers.py --out bench-out $(BENCH_ARGS)
+
+bench-load:
+	$(BENCH_PY) benchmarks/bench_load.py --out bench-out $(BENCH_ARGS)
 
 ## bench-tool: whole-process latency (no GPU): `ple4patch status` against `python -m pip show
 ##             1cat-vllm`, and `ple4patch apply`, on a wheel of the largest real engine file

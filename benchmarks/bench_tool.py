@@ -2,7 +2,7 @@
 """Tool latency: whole-process wall time of the `ple4patch` command (no GPU needed).
 
 On a real engine file (the largest `ple_layer.py` in ../shared/engines), built into a real
-`1cat-vllm` wheel (tests/enginekit.py: setuptools + pip) and installed with pip into a
+`1cat-vllm` wheel (benchmarks/harness.py: setuptools + pip wheel) and installed with pip into a
 throw-away venv that has its own pip:
 
 - status   `ple4patch status VENV` (the installed console script)
@@ -24,31 +24,25 @@ Usage: python benchmarks/bench_tool.py [--out DIR] [--runs 25] [--warmup 3] [--c
 
 from __future__ import annotations
 
-import argparse
+import hashlib
 import json
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-import enginekit  # noqa: E402
+import harness as hb
 
 STATUS_RATIO_TARGET = 0.5  # status median / pip-show median
 APPLY_TARGET_S = 2.0
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    return time.perf_counter() - t0, proc
+def cli_env() -> dict[str, str]:
+    """The caller's environment without a venv or test knobs: the shipped manifest pins it."""
+    drop = ("VIRTUAL_ENV", "PLE4PATCH_FAULT", "PLE4PATCH_EXTRA_MANIFESTS")
+    return {k: v for k, v in os.environ.items() if k not in drop}
 
 
 def expect(proc: subprocess.CompletedProcess, what: str, rc: int = 0, contains: str | None = None) -> None:
@@ -60,45 +54,6 @@ def expect(proc: subprocess.CompletedProcess, what: str, rc: int = 0, contains: 
         )
 
 
-def stats(times: list[float]) -> dict:
-    q = statistics.quantiles(times, n=4, method="inclusive")
-    return {
-        "runs": len(times),
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "p25_s": q[0],
-        "p75_s": q[2],
-        "max_s": max(times),
-        "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
-        "times_s": times,
-    }
-
-
-def machine() -> dict:
-    info = {
-        "nproc": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": None,
-    }
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
-
-
-def version_of(python: str, dist: str) -> str | None:
-    proc = subprocess.run(
-        [python, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-        capture_output=True, text=True,
-    )
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
 def fmt_row(name: str, st: dict) -> str:
     ms = lambda v: f"{1000 * v:8.1f}"  # noqa: E731
     return (f"| {name:<34} | {st['runs']:4d} | {ms(st['median_s'])} | {ms(st['min_s'])} | "
@@ -106,27 +61,27 @@ def fmt_row(name: str, st: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=REPO / "bench-out" / "tool")
+    ap = hb.arg_parser(__doc__, "bench-out/tool")
     ap.add_argument("--runs", type=int, default=25, help="timed runs of each command (>= 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs of each command first")
     ap.add_argument("--ple4patch", default=None,
                     help="the ple4patch console script (default: the one beside this Python)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
-    ap.add_argument("--engines", type=Path, default=enginekit.SHARED_ENGINES,
+    ap.add_argument("--engines", type=Path, default=hb.SHARED_ENGINES,
                     help="folder with INDEX.md and the real engine files (default ../shared/engines)")
     args = ap.parse_args()
     if args.runs < 20:
         ap.error("--runs must be at least 20")
 
     args.out.mkdir(parents=True, exist_ok=True)
-    engines = enginekit.shared_engines(args.engines)
-    if not engines:
-        msg = f"skipped: no real engine files ({args.engines}/INDEX.md is absent); nothing measured"
+    engine = hb.largest_engine_file(args.engines)
+    if engine is None:
+        msg = f"skipped: no real engine files ({args.engines}/*/ple_layer.py); nothing measured"
         print(f"bench_tool: {msg}")
         (args.out / "tool.json").write_text(json.dumps({"skipped": msg}, indent=2) + "\n")
         return 0
-    engine = max(engines, key=lambda e: e.size)
+    data = engine.read_bytes()
+    folder, size, sha256 = engine.parent.name, len(data), hashlib.sha256(data).hexdigest()
     exe = args.ple4patch or shutil.which("ple4patch", path=str(Path(sys.executable).parent))
     if not exe:
         raise SystemExit(f"bench_tool: no ple4patch console script beside {sys.executable}; "
@@ -134,20 +89,20 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="ple4patch-bench-tool-"))
     try:
-        wheel = enginekit.build_wheel(work / "wheels", {enginekit.TARGET_REL: engine.data}, version="1.5.1")
+        wheel = hb.engine_wheel(work, data, version="1.5.1")
         venv = work / "engine-venv"
         # A venv with its own pip (ensurepip, offline), as an engine venv has.
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-        py = str(enginekit.venv_python(venv))
+        py = str(venv / "bin" / "python")
         subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                        check=True, capture_output=True)
-        env = enginekit.cli_env()  # no VIRTUAL_ENV, no extra manifests: the shipped manifest pins it
+        env = cli_env()
         status_cmd = [exe, "status", str(venv)]
         pip_cmd = [py, "-m", "pip", "show", "1cat-vllm"]
         apply_cmd = [exe, "apply", str(venv)]
         revert_cmd = [exe, "revert", str(venv)]
 
-        print(f"engine file  {engine.folder}/ple_layer.py ({engine.size:,} B, sha256 {engine.sha256[:12]}...)")
+        print(f"engine file  {folder}/ple_layer.py ({size:,} B, sha256 {sha256[:12]}...)")
         print(f"wheel        {wheel.name} installed with pip into {venv}")
         print(f"commands     {' '.join(status_cmd)}\n             {' '.join(pip_cmd)}\n"
               f"             {' '.join(apply_cmd)}   (then an untimed revert)")
@@ -157,9 +112,9 @@ def main() -> int:
         t_pip: list[float] = []
         for i in range(args.warmup + args.runs):
             # alternate the two so drift on the machine hits both alike
-            ts, ps = run(status_cmd, env)
+            ts, ps = hb.run_timed(status_cmd, env)
             expect(ps, "ple4patch status", 0, "state:   pristine")
-            tp, pp = run(pip_cmd, env)
+            tp, pp = hb.run_timed(pip_cmd, env)
             expect(pp, "python -m pip show 1cat-vllm", 0, "Version: 1.5.1")
             if i >= args.warmup:
                 t_status.append(ts)
@@ -167,18 +122,18 @@ def main() -> int:
 
         t_apply: list[float] = []
         for i in range(args.warmup + args.runs):
-            ta, pa = run(apply_cmd, env)
+            ta, pa = hb.run_timed(apply_cmd, env)
             expect(pa, "ple4patch apply", 0)
-            _, st = run(status_cmd, env)
+            _, st = hb.run_timed(status_cmd, env)
             expect(st, "ple4patch status after apply", 0, "state:   patched")
-            _, pr = run(revert_cmd, env)
+            _, pr = hb.run_timed(revert_cmd, env)
             expect(pr, "ple4patch revert", 0)
             if i >= args.warmup:
                 t_apply.append(ta)
-        _, st = run(status_cmd, env)
+        _, st = hb.run_timed(status_cmd, env)
         expect(st, "ple4patch status after the last revert", 0, "state:   pristine")
 
-        s_status, s_pip, s_apply = stats(t_status), stats(t_pip), stats(t_apply)
+        s_status, s_pip, s_apply = hb.stats(t_status), hb.stats(t_pip), hb.stats(t_apply)
         ratio = s_status["median_s"] / s_pip["median_s"]
         targets = {
             "status_vs_pip_show": {"target": f"<= {STATUS_RATIO_TARGET}x", "value": ratio,
@@ -201,14 +156,14 @@ def main() -> int:
         text = "\n".join(lines)
         print("\n" + text)
         result = {
-            "machine": machine(),
-            "engine_file": {"folder": engine.folder, "bytes": engine.size, "sha256": engine.sha256},
+            "machine": hb.machine(),
+            "engine_file": {"folder": folder, "bytes": size, "sha256": sha256},
             "wheel": wheel.name,
             "versions": {
-                "ple4patch": version_of(sys.executable, "ple4patch"),
-                "libcst": version_of(sys.executable, "libcst"),
-                "click": version_of(sys.executable, "click"),
-                "engine_venv_pip": version_of(py, "pip"),
+                "ple4patch": hb.version_of(sys.executable, "ple4patch"),
+                "libcst": hb.version_of(sys.executable, "libcst"),
+                "click": hb.version_of(sys.executable, "click"),
+                "engine_venv_pip": hb.version_of(py, "pip"),
             },
             "commands": {
                 "status": status_cmd, "pip_show": pip_cmd, "apply": apply_cmd,

@@ -40,6 +40,14 @@ def test_both_load_layouts_compile_for_sm70(layout):
     assert "fma.rn.f32" not in res["ptx"] and not re.search(r"e4m3|e5m2|e2m1", res["ptx"])
 
 
+@pytest.mark.parametrize("tier", [0, 1, 2])
+def test_every_tier_mode_compiles_for_sm70(tier):
+    """One launch over both tiers (0), the device tier alone (1), the host or only table (2)."""
+    res = aot.compile_gather("sm_70", "float16", tier=tier)
+    assert res["target"] == "sm_70" and res["constexprs"]["TIER"] == tier
+    assert "fma.rn.f32" not in res["ptx"] and not re.search(r"e4m3|e5m2|e2m1", res["ptx"])
+
+
 @pytest.mark.parametrize("arch, cc", [("sm_70", 70), ("70", 70), ("7.0", 70), (70, 70), ("SM_90", 90), ("sm_120", 120)])
 def test_parse_arch(arch, cc):
     assert aot.parse_arch(arch) == cc

@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 
 # Argument types of the runtime (non-constexpr) arguments of _ple4_nvfp4_gather_kernel.
-_RUNTIME_ARGS = {"table_ptr": "*u8", "ids_ptr": "*i64", "gscale_ptr": "*fp32", "out_ptr": None, "n_rows": "i32"}
+_RUNTIME_ARGS = {
+    "table_ptr": "*u8", "ids_ptr": "*i64", "gscale_ptr": "*fp32", "out_ptr": None, "n_rows": "i32",
+    "device_ptr": "*u8", "device_rows": "i64",
+}
 _OUT = {"float16": ("*fp16", 0), "bfloat16": ("*bf16", 1), "float32": ("*fp32", 2)}
 
 
@@ -52,7 +55,7 @@ def _constexprs_variants(fn, values: dict):
     yield "index", {names.index(k): v for k, v in values.items()}  # 3.0 .. 3.2
 
 
-def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, rows: int | None = None, num_warps: int | None = None, layout: int | None = None):
+def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, rows: int | None = None, num_warps: int | None = None, layout: int | None = None, tier: int | None = None):
     """Compile the gather kernel for ``arch`` without a GPU; return facts about the result.
 
     Returns a dict: arch (int), target (the ``.target`` line's value in the PTX), asm (kinds of
@@ -71,6 +74,8 @@ def compile_gather(arch="sm_70", out_dtype: str = "float16", dim: int = 160, row
         constexpr_values["ROWS"] = rows
     if layout is not None:
         constexpr_values["LAYOUT"] = layout
+    if tier is not None:
+        constexpr_values["TIER"] = tier
     options = dict(params["options"]) if params else {"num_warps": 4, "enable_fp_fusion": False}
     if num_warps is not None:
         options["num_warps"] = num_warps

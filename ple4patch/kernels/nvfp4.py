@@ -137,18 +137,41 @@ def dequant_reference(packed: torch.Tensor, global_scale, dim: int, out_dtype=to
     return out
 
 
-def gather(table: torch.Tensor, ids: torch.Tensor, global_scale: torch.Tensor, dim: int, out_dtype=torch.float16) -> torch.Tensor:
+def gather(
+    table: torch.Tensor,
+    ids: torch.Tensor,
+    global_scale: torch.Tensor,
+    dim: int,
+    out_dtype=torch.float16,
+    *,
+    device_table: torch.Tensor | None = None,
+    launches: int | None = None,
+) -> torch.Tensor:
     """Gather rows ``ids`` of a row-packed table and decode them with the Triton kernel.
 
     table: uint8 [R, dim//2 + dim//16], unit column stride: a CUDA tensor, a UVA view or a pinned
     CPU tensor (a plain CPU tensor under TRITON_INTERPRET=1). ids: int64 1-D; global_scale:
     float32 1-element tensor, both on the output device. Returns [len(ids), dim] of out_dtype.
+
+    A table split in two tiers: ``device_table`` (uint8 [V, dim//2 + dim//16], on the ids'
+    device, or on the CPU under TRITON_INTERPRET=1) holds rows 0..V-1 and ``table`` rows
+    V..V+R-1, so row id i >= V is ``table[i - V]``. ``launches`` picks one launch reading both
+    tiers (1) or one launch per tier (2); by default the faster one (see nvfp4_gather).
     """
     dim = _check_dim(dim)
     _check_out_dtype(out_dtype)
-    _check_uint8_2d("table", table, dim // 2 + dim // 16)
-    if table.shape[0] and table.stride(1) != 1:
-        raise ValueError(f"table: expected unit column stride (rows of contiguous bytes), got strides {table.stride()}")
+    width = dim // 2 + dim // 16
+    _check_uint8_2d("table", table, width)
+    _check_rows_stride("table", table)
+    if device_table is not None:
+        _check_uint8_2d("device_table", device_table, width)
+        _check_rows_stride("device_table", device_table)
+        if table.shape[0] and device_table.shape[0] and device_table.stride(0) != table.stride(0):
+            raise ValueError(
+                f"device_table: expected the row stride of table ({table.stride(0)}), got {device_table.stride(0)}"
+            )
+    if launches not in (None, 1, 2):
+        raise ValueError(f"launches: expected 1 or 2 (or None for the default), got {launches!r}")
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"ids: expected a torch.Tensor, got {type(ids).__name__}")
     if ids.dtype != torch.int64:
@@ -164,11 +187,21 @@ def gather(table: torch.Tensor, ids: torch.Tensor, global_scale: torch.Tensor, d
         )
     if global_scale.device != ids.device:
         raise ValueError(f"global_scale: expected device {ids.device} (the ids' device), got {global_scale.device}")
-    if ids.device.type == "cuda" and table.device.type == "cpu" and not table.is_pinned():
+    if ids.device.type == "cuda" and table.device.type == "cpu" and table.numel() and not table.is_pinned():
         raise ValueError("table: a CPU table must be pinned (page-locked) for the GPU to read it; use .pin_memory()")
+    if device_table is not None and ids.device.type == "cuda" and device_table.device != ids.device:
+        raise ValueError(f"device_table: expected device {ids.device} (the ids' device), got {device_table.device}")
     from .nvfp4_gather import ple4_nvfp4_gather
 
-    return ple4_nvfp4_gather(table, ids.contiguous(), global_scale.reshape(1).contiguous(), dim, out_dtype)
+    return ple4_nvfp4_gather(
+        table, ids.contiguous(), global_scale.reshape(1).contiguous(), dim, out_dtype,
+        device_table=device_table, launches=launches,
+    )
+
+
+def _check_rows_stride(name: str, t: torch.Tensor) -> None:
+    if t.shape[0] and t.stride(1) != 1:
+        raise ValueError(f"{name}: expected unit column stride (rows of contiguous bytes), got strides {t.stride()}")
 
 
 def full_code_space_table(dim: int = 160) -> torch.Tensor:

@@ -3,7 +3,10 @@
 With ``ple_embedding_dtype: "nvfp4_rowpacked"`` in the model config, ``Qwen4ExpNGramEmbedding``
 builds a ``Ple4NvFp4PinnedEmbedding``: its tensor-parallel shard of the table stays as uint8 rows
 of D/2 E2M1 code bytes followed by D/16 E4M3 block scales (90 B for D = 160) in pinned host
-memory, plus one FP32 global scale. Lookups run the Triton gather (``ple4_nvfp4_gather``) through
+memory, plus one FP32 global scale. Where the engine release defines a pinned-host budget per
+rank (``VLLM_QWEN4EXP_PLE_HOST_GIB``, or the fair share of host memory it derives), the rows past
+the budget go to VRAM, as the engine's FP8 table does (``_ple4_host_budget``); the host rows are
+pinned exactly (``nvfp4_host``). Lookups run the Triton gather (``ple4_nvfp4_gather``) through
 the custom op ``vllm::ple4_nvfp4_pinned_gather``, which resolves the table by layer name at run
 time, so no compiled graph holds the table's address. The UVA view is made in
 ``process_weights_after_loading``, before CUDA-graph capture. The output is in the model dtype,
@@ -29,6 +32,7 @@ run time (``_ple4_engine_helper``).
 import functools
 import inspect
 import math
+import weakref
 from collections.abc import Iterable
 
 import torch
@@ -46,6 +50,7 @@ from vllm.utils.torch_utils import (
 )
 
 from ple4patch.kernels.nvfp4_gather import ple4_nvfp4_gather
+from ple4patch.kernels.nvfp4_host import Ple4NvFp4Tiers, ple4_plan_placement
 
 _ple4_logger = init_logger(__name__)
 
@@ -57,7 +62,8 @@ _ple4_MAX_LISTED = 8
 
 # Every live NVFP4 table of this process, by its layer name (the embedding prefix). The gather
 # op resolves the table here at run time: a raw address must never enter a compiled graph.
-_ple4_layers: dict[str, "Ple4NvFp4PinnedEmbedding"] = {}
+# Weak: a layer that is gone releases its pinned memory.
+_ple4_layers: "weakref.WeakValueDictionary[str, Ple4NvFp4PinnedEmbedding]" = weakref.WeakValueDictionary()
 
 
 def ple4_nvfp4_requested(config) -> bool:
@@ -218,6 +224,68 @@ def _ple4_pin_host_memory() -> bool:
     return torch.cuda.is_available()
 
 
+def _ple4_vram_device() -> torch.device:
+    # The VRAM tier; on a CPU-only host (the Triton interpreter) it is host memory too.
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _ple4_ranks_sharing_host() -> int:
+    # As the engine counts them (Qwen4ExpPinnedHostEmbedding._cap_derived_host_budget in
+    # vllm/models/qwen4_exp/nvidia/ple_layer.py of 1CatAI/1Cat-vLLM at 15a8d185): the table
+    # lives on the first pipeline stage, so its tensor-parallel ranks share this host.
+    try:
+        parallel = get_current_vllm_config().parallel_config
+        ranks = min(int(parallel.tensor_parallel_size), int(parallel.local_world_size))
+        return max(1, ranks * int(getattr(parallel, "data_parallel_size_local", 1)))
+    except Exception:  # no config in this process: this rank alone
+        return 1
+
+
+def _ple4_host_budget(table_bytes: int) -> tuple[int | None, str]:
+    """This rank's pinned-host budget in bytes as the engine release defines it, and its source.
+
+    None: the release has no host budget, so the whole share stays in host memory. The
+    release's own functions are used (they live in ple_layer.py's namespace, imported from
+    ..common.ple or defined there): ``ple_host_budget_bytes`` (15a8d185) or
+    ``_ple_host_budget_bytes`` (036318a0) reads VLLM_QWEN4EXP_PLE_HOST_GIB (GiB, int(x * 2**30))
+    and is used as given. Unset, the budget is the rank's fair share of host memory, as the
+    release derives it for the FP8 table: ``cap_host_budget_bytes`` of the whole share with
+    ``available_host_bytes`` (MemAvailable), the reserve ``ple_host_reserve_bytes`` /
+    ``_ple_host_reserve_bytes`` of ``total_host_bytes`` (MemTotal) and the ranks sharing the host,
+    i.e. min(share, max(0, MemAvailable - reserve) // ranks). (The FP8 table's derived budget is
+    only what does not fit beside the KV cache in VRAM; this table's place is host memory.)
+    """
+    configured = _ple4_engine_helper("ple_host_budget_bytes") or _ple4_engine_helper("_ple_host_budget_bytes")
+    if configured is None:
+        return None, "this engine release has no PLE host budget"
+    budget = configured()
+    if budget is not None:
+        return int(budget), "VLLM_QWEN4EXP_PLE_HOST_GIB"
+    cap = _ple4_engine_helper("cap_host_budget_bytes")
+    available = _ple4_engine_helper("available_host_bytes")
+    total = _ple4_engine_helper("total_host_bytes")
+    reserve = _ple4_engine_helper("ple_host_reserve_bytes") or _ple4_engine_helper("_ple_host_reserve_bytes")
+    if None in (cap, available, total, reserve):
+        return None, "this engine release derives no PLE host share"
+    available_bytes, total_bytes = available(), total()
+    if available_bytes is None or total_bytes is None:
+        return None, "host memory unknown (no /proc/meminfo)"
+    ranks = _ple4_ranks_sharing_host()
+    reserve_bytes = int(reserve(total_bytes))
+    share = cap(
+        budget_bytes=table_bytes,
+        available_bytes=available_bytes,
+        reserve_bytes=reserve_bytes,
+        ranks_sharing_host=ranks,
+    )
+    return int(share), (
+        f"fair share: {available_bytes / 2**30:.2f} GiB available, {reserve_bytes / 2**30:.2f} GiB "
+        f"kept in reserve, {ranks} ranks"
+    )
+
+
 def _ple4_dummy_load() -> bool:
     try:
         load_format = get_current_vllm_config().load_config.load_format
@@ -291,7 +359,12 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
         self.ple4_row_bytes = embedding_dim // 2 + embedding_dim // 16
         self.ple4_local_rows = int(self.num_embeddings_per_partition)
         self.ple4_split_parts = int(split_parts)
+        # The pinned host tier (the whole table unless a host budget sends rows to VRAM) and the
+        # VRAM tier (rows [0, ple4_vram_rows)); both set together on the first shard.
         self.ple4_table: torch.Tensor | None = None
+        self.ple4_vram_table: torch.Tensor | None = None
+        self.ple4_vram_rows = 0
+        self._ple4_tiers: Ple4NvFp4Tiers | None = None
         self.ple4_global_scale: torch.Tensor | None = None
         self._ple4_scale_source: str | None = None
         self._ple4_parts: dict[int, set[str]] = {}
@@ -308,28 +381,52 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
         start = shard_index * shard_size
         return start, max(0, min(shard_size, org - start))
 
-    def _ple4_allocate(self) -> torch.Tensor:
-        if self.ple4_table is None:
-            table = torch.empty(
-                (self.ple4_local_rows, self.ple4_row_bytes),
-                dtype=torch.uint8,
-                device="cpu",
-                pin_memory=_ple4_pin_host_memory(),
+    def _ple4_allocate(self) -> Ple4NvFp4Tiers:
+        if self._ple4_tiers is None:
+            rows, row_bytes = self.ple4_local_rows, self.ple4_row_bytes
+            budget, source = _ple4_host_budget(rows * row_bytes)
+            vram_rows, host_rows = ple4_plan_placement(rows, row_bytes, budget)
+            tiers = Ple4NvFp4Tiers(
+                rows,
+                row_bytes,
+                vram_rows,
+                device=_ple4_vram_device(),
+                pin=_ple4_pin_host_memory() and host_rows > 0,
+                what=f"NVFP4 PLE table {self.layer_name}",
             )
             # Rows past this rank's share (vocabulary padding) read as zeros.
             start = self.shard_indices.org_vocab_start_index
-            used = self.shard_indices.org_vocab_end_index - start
-            table[used:].zero_()
-            self.ple4_table = table
+            tiers.zero_from(self.shard_indices.org_vocab_end_index - start)
+            # Published only once complete.
+            self._ple4_tiers = tiers
+            self.ple4_table = tiers.host.tensor
+            self.ple4_vram_table = tiers.vram
+            self.ple4_vram_rows = vram_rows
             _ple4_logger.info(
-                "NVFP4 PLE table %s: %d rows x %d B in %s host memory (%.3f GiB)",
+                "NVFP4 PLE table %s placement: %d of %d rows in device memory (%.3f GiB), %d rows "
+                "in %s host memory (%.3f GiB, %d bytes pinned); host budget: %s (%s)",
                 self.layer_name,
-                self.ple4_local_rows,
-                self.ple4_row_bytes,
-                "pinned" if table.is_pinned() else "pageable",
-                table.numel() / 2**30,
+                vram_rows,
+                rows,
+                vram_rows * row_bytes / 2**30,
+                host_rows,
+                "pinned" if tiers.host.pinned else "pageable",
+                host_rows * row_bytes / 2**30,
+                tiers.host.mapped_bytes if tiers.host.pinned else 0,
+                "none" if budget is None else f"{budget} bytes",
+                source,
             )
-        return self.ple4_table
+        return self._ple4_tiers
+
+    def ple4_release(self) -> None:
+        """Give the table's memory back (unregister, then free the host tier); idempotent."""
+        self._ple4_device_inputs.clear()
+        tiers, self._ple4_tiers = self._ple4_tiers, None
+        self.ple4_table = None
+        self.ple4_vram_table = None
+        self.ple4_vram_rows = 0
+        if tiers is not None:
+            tiers.release()
 
     def ple4_load_rows(
         self,
@@ -381,14 +478,14 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
                 f"{name}: shard {shard_index} arrived both row-packed and in the split layout; "
                 "the checkpoint must use one layout per shard"
             )
-        table = self._ple4_allocate()
+        tiers = self._ple4_allocate()
         if loaded.dtype != torch.uint8:
             loaded = loaded.view(torch.uint8)
         tp_start = self.shard_indices.org_vocab_start_index
         tp_end = self.shard_indices.org_vocab_end_index
         lo, hi = max(start, tp_start), min(start + rows, tp_end)
         if lo < hi:
-            table[lo - tp_start : hi - tp_start, columns].copy_(loaded[lo - start : hi - start])
+            tiers.copy_rows(lo - tp_start, loaded[lo - start : hi - start], columns)
         parts.add(part)
 
     def ple4_set_global_scale(self, name: str, loaded: torch.Tensor) -> None:
@@ -442,10 +539,11 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
         """After loading: check completeness, then make the UVA view before graph capture."""
         if self.ple4_table is None and self.ple4_global_scale is None and _ple4_dummy_load():
             _ple4_logger.warning("NVFP4 PLE table %s: dummy weights (zeros)", self.layer_name)
-            self._ple4_allocate().zero_()
+            self._ple4_allocate().zero_from(0)
             self.ple4_global_scale = torch.ones(1, dtype=torch.float32)
             self._ple4_scale_source = "dummy load"
         elif missing := self.ple4_missing():
+            self.ple4_release()  # loading failed: the pinned memory goes back now
             raise RuntimeError(
                 f"NVFP4 PLE table {self.layer_name}: loading ended without "
                 + " and ".join(missing)
@@ -472,7 +570,10 @@ class Ple4NvFp4PinnedEmbedding(VocabParallelEmbedding):
                     "graph capture (process_weights_after_loading did not run)"
                 )
             with torch.cuda.device(index):
-                view = get_accelerator_view_from_cpu_tensor(self.ple4_table)
+                if self.ple4_table.numel():
+                    view = get_accelerator_view_from_cpu_tensor(self.ple4_table)
+                else:  # every row in VRAM: no host tier to map
+                    view = self.ple4_table
                 scale = self.ple4_global_scale.to(torch.device("cuda", index))
             inputs = (view, scale)
             self._ple4_device_inputs[index] = inputs
@@ -568,7 +669,13 @@ def ple4_nvfp4_pinned_gather(
         raise RuntimeError(f"no NVFP4 PLE table is registered under the layer name {layer_name!r}")
     table, global_scale = layer.ple4_device_inputs(output.device)
     ple4_nvfp4_gather(
-        table, input_ids, global_scale, embedding_dim, out_dtype=output.dtype, out=output
+        table,
+        input_ids,
+        global_scale,
+        embedding_dim,
+        out_dtype=output.dtype,
+        out=output,
+        device_table=layer.ple4_vram_table if layer.ple4_vram_rows else None,
     )
 
 

@@ -1,11 +1,15 @@
 """Stand-in of the engine's PLE helpers that ple_layer.py imports.
 
-Only copy_ple_embedding_shard_ (used by the FP8 path the tests build) does real work; the
-placement helpers of the pre-Ampere split and the cascade are not reached here.
+copy_ple_embedding_shard_ (used by the FP8 path the tests build) and the host-budget helpers
+(which the NVFP4 table reads) do real work, after vllm/models/qwen4_exp/common/ple.py of
+1CatAI/1Cat-vLLM at 04d890fc826002187863162208bf77c9b97bc8dc; the other placement helpers of the
+pre-Ampere split and the cascade are not reached here.
 """
 
+import math
 from dataclasses import dataclass
 
+import vllm.envs as envs
 from vllm import _standin
 
 PLE_SHARD_PREFIX = "ngram_embedding.shard_"
@@ -53,16 +57,55 @@ def _not_here(*args, **kwargs):
 copy_ple_embedding_shard_split_ = _not_here
 copy_ple_embedding_shard_tiers_ = _not_here
 auto_ple_host_budget_bytes = _not_here
-available_host_bytes = _not_here
-cap_host_budget_bytes = _not_here
 kv_cache_bytes_for_max_model_len = _not_here
 plan_ple_disk_segments = _not_here
 plan_ple_placement = _not_here
 ple_disk_mask = _not_here
-ple_host_budget_bytes = _not_here
-ple_host_reserve_bytes = _not_here
 ple_vram_reserve_bytes = _not_here
-total_host_bytes = _not_here
+
+
+def _meminfo_bytes(key):
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def available_host_bytes():
+    return _meminfo_bytes("MemAvailable")
+
+
+def total_host_bytes():
+    return _meminfo_bytes("MemTotal")
+
+
+def cap_host_budget_bytes(*, budget_bytes, available_bytes, reserve_bytes, ranks_sharing_host):
+    if ranks_sharing_host <= 0:
+        raise ValueError("ranks_sharing_host must be positive")
+    share = max(0, available_bytes - reserve_bytes) // ranks_sharing_host
+    return min(budget_bytes, share)
+
+
+def _env_gib_bytes(name):
+    value_gib = getattr(envs, name)
+    if value_gib is None:
+        return None
+    if not math.isfinite(value_gib) or value_gib < 0:
+        raise ValueError(f"{name} must be finite and non-negative, got {value_gib}")
+    return int(value_gib * 1024**3)
+
+
+def ple_host_budget_bytes():
+    return _env_gib_bytes("VLLM_QWEN4EXP_PLE_HOST_GIB")
+
+
+def ple_host_reserve_bytes(host_total_bytes):
+    reserve = _env_gib_bytes("VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB")
+    return host_total_bytes // 4 if reserve is None else reserve
 
 
 def ple_cascade_configured() -> bool:

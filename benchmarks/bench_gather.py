@@ -12,34 +12,29 @@ random row ids over the whole table:
 - bulk     one large pinned host -> device copy (the bus limit);
 - empty    an empty kernel launch.
 
-Medians of >= 20 timed runs after warm-up, CUDA events, a fresh random id set each run (so no
-run finds its rows in L2); decode sizes (n <= 1024) also replayed from a captured CUDA graph,
-as one gather a graph ("graph": includes the graph launch) and ten ("graph10": per gather, as a
-node among others in a whole-model graph). Writes bench.json, bench.png and
-prints a table. ``--tune`` first sweeps the kernels' rows per program / warps / load layout.
+Timing from benchmarks/harness.py: medians of >= 20 timed runs after warm-up, CUDA events, a
+fresh random id set each run (so no run finds its rows in L2); decode sizes (n <= 1024) also
+replayed from a captured CUDA graph, as one gather a graph ("graph": includes the graph launch)
+and ten ("graph10": per gather, as a node among others in a whole-model graph). Writes
+gather.json, gather.txt and gather.png and prints a table. ``--tune`` first sweeps the kernels'
+rows per program / warps / load layout.
 
-Usage: python3 benchmarks/bench_ple.py [--out DIR] [--tune] [--rows 24000000] [--reps 30]
+Usage: python3 benchmarks/bench_gather.py [--out DIR] [--tune] [--rows 24000000] [--reps 30]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import platform
-import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness as hb
+import torch
+import triton
+import triton.language as tl
+from harness import cpu_launch_us, id_pool, pinned_table, time_eager, time_graph
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-from ple4patch.kernels import nvfp4  # noqa: E402
-from ple4patch.kernels import nvfp4_gather as k4  # noqa: E402
+from ple4patch.kernels import nvfp4
+from ple4patch.kernels import nvfp4_gather as k4
 
 DIM = 160
 W4 = DIM // 2 + DIM // 16  # 90
@@ -101,100 +96,16 @@ def nvfp4_gather(table, ids, gs, out, cfg=None):
     layout, rows, warps = cfg
     n = ids.shape[0]
     p = k4._ple4_launch_params(DIM, 0, table.stride(0), rows=rows, num_warps=warps, layout=layout)
-    k4._ple4_nvfp4_gather_kernel[(triton.cdiv(n, rows),)](table, ids, gs, out, n, **p["options"], **p["constexprs"])
-
-
-# ------------------------------------------------------------------ timing
-
-
-def _median_events(run, before, reps, warmup):
-    for i in range(warmup):
-        before(i)
-        run()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for i, (s, e) in enumerate(ev):
-        before(warmup + i)
-        s.record()
-        run()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in ev)  # microseconds
-
-
-def time_eager(fn, n, rows, reps, warmup):
-    """Median event time of fn(ids) with a fresh random id set each run (no L2 reuse)."""
-    pool = id_pool(n, rows, reps + warmup)
-    cur = {}
-
-    def before(i):
-        cur["ids"] = pool[i]
-
-    return _median_events(lambda: fn(cur["ids"]), before, reps, warmup)
-
-
-def time_graph(fn, n, rows, reps, warmup, k=1):
-    """Median time per gather replayed from a captured CUDA graph of k gathers (fresh ids each
-    replay; k > 1 amortises the graph launch, as inside a whole-model graph)."""
-    static = [torch.zeros(n, dtype=torch.int64, device="cuda") for _ in range(k)]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for st in static:
-            fn(st)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for st in static:
-            fn(st)
-    pool = id_pool(n, rows, (reps + warmup) * k)
-
-    def before(i):
-        for j, st in enumerate(static):
-            st.copy_(pool[i * k + j])
-
-    t = _median_events(graph.replay, before, reps, warmup) / k
-    del graph
-    return t
-
-
-def cpu_launch_us(fn, ids, calls=2000):
-    """Python-side cost of one launch (no sync inside the loop)."""
-    for _ in range(50):
-        fn(ids)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn(ids)
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
-
-
-def id_pool(n, rows, count):
-    if n == 0 or count == 0:
-        return []
-    return list(torch.randint(0, rows, (count, n), device="cuda", dtype=torch.int64).unbind(0))
+    k4._ple4_nvfp4_gather_kernel[(triton.cdiv(n, rows),)](table, ids, gs, out, n, table, 0, **p["options"], **p["constexprs"])
 
 
 # ------------------------------------------------------------------ setup
 
 
-def pinned_table(rows, width, seed):
-    t = torch.empty((rows, width), dtype=torch.uint8, pin_memory=True)
-    flat = t.view(-1)
-    chunk = torch.randint(0, 256, (64 << 20,), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
-    for off in range(0, flat.numel(), chunk.numel()):
-        k = min(chunk.numel(), flat.numel() - off)
-        flat[off : off + k].copy_(chunk[:k])
-    return t
-
-
 def bulk_h2d_gbps(src_pinned, reps=10):
     nbytes = src_pinned.numel()
     dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    t = _median_events(lambda: dst.copy_(src_pinned, non_blocking=True), lambda i: None, reps, 3)
+    t = hb.median_events(lambda: dst.copy_(src_pinned, non_blocking=True), lambda i: None, reps, 3)
     return nbytes / (t * 1e-6) / 1e9, t
 
 
@@ -220,27 +131,22 @@ def check_exact(table, gs, fn, label):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="bench-out")
+    ap = hb.arg_parser(__doc__, "bench-out")
     ap.add_argument("--rows", type=int, default=24_000_000, help="table rows (24M: 2.16 GB NVFP4, 3.84 GB FP8)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--ns", default=",".join(map(str, NS)))
     ap.add_argument("--tune", action="store_true", help="sweep rows/warps/layout of nvfp4 and raw first")
     args = ap.parse_args()
-    out_dir = Path(args.out)
+    out_dir = args.out
     out_dir.mkdir(parents=True, exist_ok=True)
     ns = [int(x) for x in args.ns.split(",")]
     assert args.reps >= 20
     torch.cuda.init()
     dev = torch.cuda.current_device()
+    del dev
     env = {
-        "gpu": torch.cuda.get_device_name(dev),
-        "capability": "sm_%d%d" % torch.cuda.get_device_capability(dev),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
+        **hb.machine(),
         "rows": args.rows,
         "reps": args.reps,
         "warmup": args.warmup,
@@ -366,19 +272,20 @@ def main():
                            1.5 / r[f"{mode}_nvfp4_vs_raw_latency"], 1.0))
     result["targets"] = [{"target": a, "value": b, "need": c, "met": b >= c} for a, b, c in tg]
 
-    print_table(result)
-    (out_dir / "bench.json").write_text(json.dumps(result, indent=1))
-    plot(result, out_dir / "bench.png")
+    report = hb.Report(out_dir, "gather")
+    print_table(result, report.line)
+    report.write(result)
+    plot(result, out_dir / "gather.png")
 
 
-def print_table(result):
+def print_table(result, say=print):
     bulk = result["bulk_h2d_GBps"]
     e = result["empty_launch_us"]
-    print(f"\nbulk pinned H2D {bulk:.2f} GB/s; empty launch eager {e['eager']:.1f} us, graph {e['graph']:.1f} us, "
+    say(f"\nbulk pinned H2D {bulk:.2f} GB/s; empty launch eager {e['eager']:.1f} us, graph {e['graph']:.1f} us, "
           f"in a 10-kernel graph {e['graph10']:.2f} us; cpu launch us {json.dumps(result['cpu_launch_us'])}")
     hdr = f"{'n':>8} | {'kernel':<12} | {'time us':>9} | {'Mrows/s':>9} | {'GB/s':>7} | {'% bulk':>6} | note"
-    print(hdr)
-    print("-" * len(hdr))
+    say(hdr)
+    say("-" * len(hdr))
     for r in result["results"]:
         for k, label in (("fp8", "fp8"), ("nvfp4", "nvfp4"), ("raw", "raw 90B"), ("fp8_graph", "fp8 graph"),
                          ("nvfp4_graph", "nvfp4 graph"), ("raw_graph", "raw graph"), ("fp8_graph10", "fp8 graph10"),
@@ -393,11 +300,11 @@ def print_table(result):
                 note = f"x{r[m + '_nvfp4_over_fp8']:.2f} vs fp8, {r[m + '_nvfp4_vs_raw_latency']:.2f}x raw latency"
             if k.startswith("raw"):
                 note = r.get(f"{k}_cfg", "")
-            print(f"{r['n']:>8} | {label:<12} | {r[f'{k}_us']:9.1f} | {r[f'{k}_rows_per_s'] / 1e6:9.2f} | "
+            say(f"{r['n']:>8} | {label:<12} | {r[f'{k}_us']:9.1f} | {r[f'{k}_rows_per_s'] / 1e6:9.2f} | "
                   f"{r[f'{k}_GBps']:7.2f} | {r[f'{k}_pct_bulk']:6.1f} | {note}")
-    print("\ntargets:")
+    say("\ntargets:")
     for t in result["targets"]:
-        print(f"  {'MET ' if t['met'] else 'MISS'} {t['target']}: {t['value']:.3f} (need {t['need']})")
+        say(f"  {'MET ' if t['met'] else 'MISS'} {t['target']}: {t['value']:.3f} (need {t['need']})")
 
 
 def plot(result, path):
