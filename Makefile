@@ -14,7 +14,7 @@ TL_STAMP := $(TL_VENV)/.ple4patch-installed-triton-$(TL_TRITON)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test test-main test-triton-latest pin venv clean bench bench-gather bench-tiers bench-load bench-tool
+.PHONY: demo test test-main test-triton-latest test-sigint-ignored pin venv clean bench bench-gather bench-tiers bench-load bench-tool
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ test-main: $(STAMP)
 test-triton-latest: $(TL_STAMP)
 	PLE4PATCH_EXPECT_TRITON=$(TL_TRITON) PLE4PATCH_TESTS_MUST_RUN=1 \
 	  $(TL_PY) -m pytest -q -ra -p no:cacheprovider tests/test_nvfp4_compile.py
+
+## test-sigint-ignored: the Ctrl-C tests once more, launched with SIGINT ignored (as under
+##       nohup, or `make test &` from a script): they must pass however the suite is started.
+##       The run stops unless pytest really ignores SIGINT, and fails if no test passed.
+test-sigint-ignored: $(STAMP)
+	trap '' INT; PLE4PATCH_EXPECT_SIGINT_IGNORED=1 PLE4PATCH_TESTS_MUST_RUN=1 \
+	  $(PY) -m pytest -q -ra -p no:cacheprovider -k 'ctrl_c or sigint' \
+	  tests/test_launch.py tests/reliability/test_input.py
 
 ## pin: re-pin the manifests from the transform's output (after changing the injected code)
 pin: $(STAMP)

@@ -2,6 +2,9 @@
 
 - `$PLE4PATCH_EXPECT_TRITON=X.Y.Z`: stop before any test (exit 4, usage error) unless the
   Python running pytest imports exactly Triton X.Y.Z.
+- `$PLE4PATCH_EXPECT_SIGINT_IGNORED=1`: stop before any test (exit 4) unless pytest itself
+  was started with SIGINT ignored (as under `nohup` or `make test &` from a script), so a run
+  that claims the Ctrl-C tests pass when launched that way really was launched that way.
 - `$PLE4PATCH_TESTS_MUST_RUN=1`: fail the run (exit 1) when no test passed, e.g. when every
   test was skipped because torch or Triton is missing: a run that ran nothing proves nothing.
 
@@ -11,15 +14,23 @@ Loaded by tests/conftest.py (or `-p run_guards` with tests/ on the path).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
 
 EXPECT_TRITON_ENV = "PLE4PATCH_EXPECT_TRITON"
 MUST_RUN_ENV = "PLE4PATCH_TESTS_MUST_RUN"
+EXPECT_SIGINT_IGNORED_ENV = "PLE4PATCH_EXPECT_SIGINT_IGNORED"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get(EXPECT_SIGINT_IGNORED_ENV) and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        pytest.exit(
+            f"${EXPECT_SIGINT_IGNORED_ENV}=1, but pytest was started with SIGINT not ignored "
+            f"({signal.getsignal(signal.SIGINT)!r}): start it under `trap '' INT`",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
     want = os.environ.get(EXPECT_TRITON_ENV)
     if not want:
         return

@@ -43,7 +43,16 @@ from tools.throwaway import (  # noqa: E402
     venv_python,
 )
 
-from .cli import env_with, fake_cli, fake_cmd, json_of, one_line_error, run_cli, run_real  # noqa: E402
+from .cli import (  # noqa: E402
+    env_with,
+    fake_cli,
+    fake_cmd,
+    json_of,
+    one_line_error,
+    popen_for_ctrl_c,
+    run_cli,
+    run_real,
+)
 from .pins import extra_manifests, fake_manifest_file, standin_manifest  # noqa: E402
 from .venvs import (  # noqa: E402
     Wheelhouse,

@@ -423,8 +423,8 @@ def test_ctrl_c_allow_unknown_apply_leaves_the_venv_as_it_was(point, venv, b_onl
     earlier_opt_in(target)
     env = kit.env_with([b_only_man], **{fsio.LOCK_TIMEOUT_ENV: "5"})
     before = kit.tree_hash(venv)
-    proc = subprocess.Popen(kit.fake_cmd("apply", venv, "--allow-unknown"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
+    proc = kit.popen_for_ctrl_c(kit.fake_cmd("apply", venv, "--allow-unknown"),
+                                env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
     assert f"fault point {point}: sleeping" in proc.stderr.readline()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -617,8 +617,7 @@ def test_ctrl_c(command, point, landed, venv, env):
     kit.compile_unchecked(target)
     before = kit.tree_hash(venv)
     start = target.read_bytes()
-    proc = subprocess.Popen(kit.fake_cmd(command, venv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
+    proc = kit.popen_for_ctrl_c(kit.fake_cmd(command, venv), env={**env, fsio.FAULT_ENV: f"sleep:{point}"})
     assert f"fault point {point}: sleeping" in proc.stderr.readline()  # it is at that step now
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
