@@ -2,12 +2,17 @@
 
 Pure functions of a `state.Assessment` (no reads, no writes): `report` is the JSON data
 every command starts from, `status_text` the text of `ple4patch status`, `with_notes`
-the verdict followed by its `note:` lines.
+the verdict followed by its `note:` lines, `unified_diff` / `diff_regions` / `stat_text`
+a dry run's diff and its summary. Text for people fits 100 columns: hashes are shown
+short (`short_hashes`; `--verbose` and `--json` keep them whole) and labels lead with the
+engine version installed (`engine_label`).
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import re
 
 from .engine import reinstall_hint
 from .sentinel import PATCH_ID
@@ -44,6 +49,21 @@ def report(a: Assessment) -> dict:
     }
 
 
+SHORT_HASH = 12  # hex digits of a hash in text (git shows 7-12)
+_FULL_HASH = re.compile(r"(?<![0-9a-f])([0-9a-f]{%d})[0-9a-f]{%d}(?![0-9a-f])" % (SHORT_HASH, 64 - SHORT_HASH))
+
+
+def short_hashes(text: str) -> str:
+    """Every full sha256 (64 hex digits) in `text` shortened to its first 12."""
+    return _FULL_HASH.sub(r"\1", text)
+
+
+def engine_label(version: str, pin_label: str | None) -> str:
+    """The engine as the user knows it, its version first: `1cat-vllm 1.5.1 (file pinned as
+    1Cat-vLLM main 036318a0)`."""
+    return f"1cat-vllm {version}" + (f" (file pinned as {pin_label})" if pin_label else "")
+
+
 def state_line(a: Assessment) -> str:
     return _STATE_TEXT[a.state].format(
         label=a.pin.label if a.pin else "-", patch_id=a.patch_id or "-"
@@ -73,7 +93,7 @@ def status_text(a: Assessment) -> str:
     h = a.hashes()
     lines = [
         f"engine:  1cat-vllm {e.version} in {e.venv}",
-        f"target:  {e.target}",
+        f"target:  {e.target.relative_to(e.site_packages) if e.target.is_relative_to(e.site_packages) else e.target}",
         f"state:   {state_line(a)}",
         f"sha256:  current         {_short(h['current'])}",
         f"         RECORD          {_short(h['record'])}",
@@ -94,8 +114,112 @@ def with_notes(message: str, notes: list[str]) -> str:
     return "\n".join([message] + [f"note: {n}" for n in notes])
 
 
-def unified_diff(old: bytes, new: bytes, rel: str) -> str:
-    a = old.decode("utf-8", errors="replace").splitlines(keepends=True)
-    b = new.decode("utf-8", errors="replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(a, b, fromfile=f"a/{rel}", tofile=f"b/{rel}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+# -- a dry run's diff and its summary ------------------------------------------------
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+MODULE_SCOPE = "module level"
+
+
+def _scopes(text: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, dotted name) of every class and def in `text` (1-based lines);
+    none when the text does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                out.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
+
+
+def scope_at(scopes: list[tuple[int, int, str]], index: int) -> str:
+    """The dotted name of the innermost class/def that holds line `index` (0-based), as
+    `Qwen4ExpNGramEmbedding.load_weights`; MODULE_SCOPE outside every one."""
+    line = index + 1
+    inside = [s for s in scopes if s[0] <= line <= s[1]]
+    return max(inside, key=lambda s: s[0])[2] if inside else MODULE_SCOPE
+
+
+def unified_diff(old: bytes, new: bytes, rel: str, context: int = 3) -> str:
+    """The unified diff of `old` -> `new`, as `diff -u`/difflib write it; each hunk header
+    also names the class/def the hunk's first change is in (as git does), e.g.
+    `@@ -120,6 +120,9 @@ Qwen4ExpNGramEmbedding.__init__`."""
+    old_text, new_text = old.decode("utf-8", errors="replace"), new.decode("utf-8", errors="replace")
+    a, b = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
+    old_scopes, new_scopes = _scopes(old_text), _scopes(new_text)
+    out = []
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(context):
+        if not out:
+            out += [f"--- a/{rel}\n", f"+++ b/{rel}\n"]
+        first = next(op for op in group if op[0] != "equal")
+        scope = scope_at(new_scopes, first[3]) if first[0] != "delete" else scope_at(old_scopes, first[1])
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@ {scope}\n")
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                out += [" " + line for line in a[x1:x2]]
+                continue
+            if tag in ("replace", "delete"):
+                out += ["-" + line for line in a[x1:x2]]
+            if tag in ("replace", "insert"):
+                out += ["+" + line for line in b[y1:y2]]
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+
+
+def _range(start: int, stop: int) -> str:  # difflib's _format_range_unified
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
+def diff_regions(diff: str) -> list[dict]:
+    """One entry per hunk of a unified diff: where (old/new start and lines), the class/def
+    it changes (`scope`, from the hunk header), lines added and removed, and the comment its
+    added lines open with (`comment`, or None): what an injected block says it is."""
+    regions: list[dict] = []
+    for line in diff.splitlines():
+        m = _HUNK.match(line)
+        if m:
+            regions.append({
+                "scope": m.group(5) or MODULE_SCOPE,
+                "old_start": int(m.group(1)), "old_lines": int(m.group(2) or 1),
+                "new_start": int(m.group(3)), "new_lines": int(m.group(4) or 1),
+                "added": 0, "removed": 0, "comment": None,
+            })
+        elif regions and line.startswith("+"):
+            regions[-1]["added"] += 1
+            if regions[-1]["comment"] is None and regions[-1]["added"] == 1 and line[1:].lstrip().startswith("#"):
+                regions[-1]["comment"] = line[1:].strip().lstrip("#").strip()
+        elif regions and line.startswith("-"):
+            regions[-1]["removed"] += 1
+    return regions
+
+
+def _region_name(region: dict) -> str:
+    if region["scope"] == MODULE_SCOPE and region.get("comment"):
+        return "# " + region["comment"]
+    return region["scope"]
+
+
+def stat_text(rel: str, regions: list[dict]) -> str:
+    """The summary of a dry run: the file, then one line per changed region with its +/-."""
+    added = sum(r["added"] for r in regions)
+    removed = sum(r["removed"] for r in regions)
+    lines = [f"{rel}: {len(regions)} region(s) change, +{added} -{removed}"]
+    names = [_region_name(r) for r in regions]
+    width = min(max((len(n) for n in names), default=0), 64)
+    for r, name in zip(regions, names):
+        name = name if len(name) <= width else name[: width - 3] + "..."
+        lines.append(f"  line {r['old_start']:>5}  {name:<{width}}  +{r['added']} -{r['removed']}")
+    return "\n".join(lines)

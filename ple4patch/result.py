@@ -4,15 +4,31 @@ A `Result` is what a command did (or why it failed): its exit code, a verdict li
 optional body printed before the verdict (dry-run's diff, selftest's report), the data of
 its ``--json`` object and, for a failure, the ``error`` object (kind, message, reason).
 The CLI prints it and exits with its code; tests call the commands and read it directly.
+
+Every ``--json`` object, result or error, starts with the same five keys: ``schema_version``,
+``command``, ``ok`` (exit code 0), ``exit_code`` and ``message`` (the verdict); a non-zero exit
+adds ``error`` (``kind``, ``message``, ``reason`` where there is one). The shipped JSON Schema
+``ple4patch/schema/output.schema.json`` describes the envelope and each command's data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import EXIT_OK, Ple4Error
+from .errors import EXIT_OK, EXIT_USAGE, Ple4Error
 
 JSON_SCHEMA_VERSION = 1
+
+
+def _kind_of_exit(code: int) -> str:
+    """The error kind of an exit code: that of the first error class that exits with it."""
+    todo = list(Ple4Error.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        if cls.exit_code == code:
+            return cls.kind
+        todo.extend(cls.__subclasses__())
+    return Ple4Error.kind
 
 
 def error_object(err: Ple4Error) -> dict:
@@ -45,17 +61,30 @@ class Result:
         """The envelope of a command that did not finish for another reason (Ctrl-C, a bug)."""
         return cls(command, exit_code, message, error={"kind": kind, "message": message})
 
+    @classmethod
+    def usage(cls, command: str | None, message: str) -> "Result":
+        """The envelope of a bad command line (click's usage errors): exit 2."""
+        return cls(command, EXIT_USAGE, message, error={"kind": "usage", "message": message})  # type: ignore[arg-type]
+
     @property
     def ok(self) -> bool:
         return self.exit_code == EXIT_OK
 
     def to_json(self) -> dict:
+        """The one JSON object: the envelope's five keys, the command's data, then ``error``
+        (a non-zero exit always has one: its kind follows from the exit code when the
+        command did not give it)."""
         head = {
             "schema_version": JSON_SCHEMA_VERSION,
             "command": self.command,
             "ok": self.ok,
             "exit_code": self.exit_code,
+            "message": self.message,
         }
-        if self.error is not None:
-            return {**head, "error": self.error}
-        return {**head, "message": self.message, **self.data}
+        out = {**head, **{k: v for k, v in self.data.items() if k not in head}}
+        error = self.error if self.error is not None else self.data.get("error")
+        if error is None and not self.ok:
+            error = {"kind": _kind_of_exit(self.exit_code), "message": self.message}
+        if error is not None:
+            out["error"] = error
+        return out

@@ -27,9 +27,16 @@ _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from ple4patch.kernels.selfcheck import main; sys.exit(main(sys.argv[2:]))"
 )
-_INSTALL_HINT = (
-    "install the kernel extra into that Python (`pip install 'ple4patch[kernels]'`), "
-    "or run `ple4patch selftest VENV` with the engine's venv, which has torch and Triton"
+# What to do when the child Python lacks torch or Triton. The check belongs in the engine's
+# venv (1Cat-vLLM depends on torch and Triton: the ones `vllm serve` will use); ple4patch's own
+# venv needs neither, and installing them there would pull CUDA torch and its nvidia-* wheels.
+_HINT_NO_VENV = (
+    "run `ple4patch selftest VENV` with the engine's venv (the one `vllm serve` runs from: it has "
+    "the engine's torch and Triton); ple4patch's own environment needs no torch, do not install it there"
+)
+_HINT_VENV = (
+    "give the engine's venv (the one `vllm serve` runs from: 1Cat-vLLM installs torch and Triton "
+    "into it); if it is that venv, its engine install is incomplete: reinstall 1cat-vllm there"
 )
 
 
@@ -94,7 +101,8 @@ def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
         raise SelftestFailed(f"the kernel self-check in {python} exited {proc.returncode} without a report: {tail}")
     report.setdefault("python", python)
     if report.get("missing"):
-        raise SelftestFailed(f"{report['missing']} is not importable by {python} ({report.get('error')}): {_INSTALL_HINT}")
+        hint = _HINT_VENV if venv else _HINT_NO_VENV
+        raise SelftestFailed(f"{report['missing']} is not importable by {python} ({report.get('error')}): {hint}")
     if report.get("usage"):
         raise UsageError(f"--arch: {report.get('error')}")
     if not report.get("ok"):

@@ -21,7 +21,7 @@ def standin_venv(wheelhouse, engine_venv):
 
 def jrun(*args, env=None):
     proc = run_cli(*args, "--json", env=env)
-    data = json.loads(proc.stdout)
+    data = kit.validate(json.loads(proc.stdout))
     assert data["schema_version"] == 1 and data["exit_code"] == proc.returncode
     return proc.returncode, data
 

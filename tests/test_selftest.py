@@ -41,11 +41,18 @@ def test_selftest_other_arch_is_reported():
     assert {c["target"] for c in report["compile"]} == {"sm_75"}
 
 
-def test_selftest_venv_without_torch_says_how_to_install(tmp_path):
+def test_selftest_venv_without_torch_points_at_the_engine_venv(tmp_path, monkeypatch):
+    """The hint sends the user to the engine's venv; it never says to install torch (CUDA torch
+    and ~20 nvidia-* wheels) into ple4patch's own environment."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    with pytest.raises(SelftestFailed, match=r"torch is not importable.*pip install 'ple4patch\[kernels\]'"):
+    with pytest.raises(SelftestFailed, match=r"torch is not importable.*give the engine's venv") as info:
         selftest.run_selftest(str(venv), "sm_70")
+    assert "pip install" not in str(info.value) and "[kernels]" not in str(info.value)
+    monkeypatch.setattr(selftest.sys, "executable", str(venv / "bin" / "python"))  # no VENV: this Python
+    with pytest.raises(SelftestFailed, match=r"run `ple4patch selftest VENV` with the engine's venv") as info:
+        selftest.run_selftest(None, "sm_70")
+    assert "pip install" not in str(info.value) and "do not install it there" in str(info.value)
 
 
 def test_selftest_reports_mismatches_from_the_child(tmp_path):

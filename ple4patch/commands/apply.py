@@ -90,7 +90,8 @@ def _dry_run(a: Assessment, p: Plan) -> Result:
         "apply",
         EXIT_OK,
         msg,
-        {**render.report(a), "dry_run": True, "changed": False, "diff": diff, "output_sha256": p.output_sha},
+        {**render.report(a), "dry_run": True, "changed": False, "diff": diff, "regions": render.diff_regions(diff),
+         "output_sha256": p.output_sha},
         output=diff,
     )
 

@@ -6,6 +6,7 @@
 - `kit.pins`: pins and manifest files for the stand-in and the fake transform.
 - `kit.cli`: the CLI in a subprocess (the real one, or with the fake transform) and
   readers of its output.
+- `kit.schema`: every --json object checked against the shipped JSON Schema.
 - `kit.fakepatch`: the tiny deterministic transform and the PRISTINE_A/B files.
 - The engine files (`shared_engines()`, `standin_file()`) come from `tools/engine_files.py`.
 
@@ -53,6 +54,7 @@ from .cli import (  # noqa: E402
     run_cli,
     run_real,
 )
+from .schema import schema_errors, validate  # noqa: E402
 from .pins import extra_manifests, fake_manifest_file, standin_manifest  # noqa: E402
 from .venvs import (  # noqa: E402
     Wheelhouse,

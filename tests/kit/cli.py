@@ -7,7 +7,8 @@
   (tests/reliability/fake_transform_cli.py), for tests that run ple4patch hundreds of times.
 - `popen_for_ctrl_c(cmd, env=)`: a child to send SIGINT to, with SIGINT's default restored
   in it however the suite was launched.
-- `json_of(proc)`, `one_line_error(proc, command)`: what a run printed, checked.
+- `json_of(proc)`, `one_line_error(proc, command)`: what a run printed, checked (JSON against
+  the shipped schema, `kit.schema`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ple4patch.fsio import LOCK_TIMEOUT_ENV
+from .schema import validate
 from tools.engine_files import REPO
 from tools.throwaway import PY, cli_env
 
@@ -85,7 +87,7 @@ def json_of(proc: subprocess.CompletedProcess) -> dict:
     except ValueError:
         raise AssertionError(f"not JSON (rc {proc.returncode}): {proc.stdout!r} {proc.stderr!r}") from None
     assert data["exit_code"] == proc.returncode, (data, proc.returncode)
-    return data
+    return validate(data)
 
 
 def one_line_error(proc: subprocess.CompletedProcess, command: str) -> str:
