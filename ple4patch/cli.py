@@ -175,7 +175,7 @@ def inspect_(checkpoint: str, tp: int, ranks_per_host: int | None, venv: str | N
     Reads config.json and the safetensors headers only (seconds); --scan streams
     the PLE data too. Exit 10 if the checkpoint will not load as it is.
     """
-    from . import ckpt_inspect
+    from .ckpt import inspect as ckpt_inspect
 
     run_action("inspect", as_json, lambda: ckpt_inspect.run(
         checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan))

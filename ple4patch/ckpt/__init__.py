@@ -1,0 +1,19 @@
+"""Checkpoint inspection (``ple4patch inspect``): will a checkpoint load, and what will it pin?
+
+Modules, each with one job, lower ones first:
+
+- :mod:`.layout`: what the engine expects (names, dtypes, layouts, files, row geometry)
+- :mod:`.problem`: one finding
+- :mod:`.header`: one safetensors file's header
+- :mod:`.config`: the PLE part of ``config.json``
+- :mod:`.rows`: the rows the engine builds and their split into shards
+- :mod:`.files`: the index and every weight file's header
+- :mod:`.table`: one PLE table's facts; :mod:`.checks`: the checks on them;
+  :mod:`.tables`: every table, checked
+- :mod:`.memory`: pinned bytes per rank and host against this host's memory
+- :mod:`.scan`: ``--scan``, the PLE bytes streamed
+- :mod:`.venv_engine`: ``--venv``, which layouts that engine reads
+- :mod:`.report`: verdict, JSON and text; :mod:`.inspect`: all of it composed, as the command
+
+No torch, no numpy, no libcst anywhere here.
+"""
