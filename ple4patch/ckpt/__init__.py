@@ -4,7 +4,9 @@ Modules, each with one job, lower ones first:
 
 - :mod:`.layout`: what the engine expects (names, dtypes, layouts, files, row geometry)
 - :mod:`.problem`: one finding
-- :mod:`.header`: one safetensors file's header
+- :mod:`.access`: opening a file: inside CHECKPOINT_DIR only, regular files only, never blocking
+- :mod:`.jsonread`: JSON with bounded depth (strict: as the safetensors library reads it)
+- :mod:`.header`: one safetensors file's header, by the safetensors library's rules
 - :mod:`.config`: the PLE part of ``config.json``
 - :mod:`.rows`: the rows the engine builds and their split into shards
 - :mod:`.files`: the index and every weight file's header

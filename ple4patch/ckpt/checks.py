@@ -152,7 +152,7 @@ def check_config_dtype(t: Table) -> Findings:
 def check_layer_listed(t: Table) -> Findings:
     """The table's decoder layer is one ple_layer_ids names (1-based)."""
     ids = t.config.get("ple_layer_ids")
-    if not isinstance(ids, list) or t.engine_rows is not None or (t.layer + 1) in ids:
+    if t.config.layer_ids is None or t.engine_rows is not None or (t.layer + 1) in t.config.layer_ids:
         return Findings()
     return _problems(
         Problem("layer", f"a PLE table for decoder layer {t.layer}, but ple_layer_ids {ids} "

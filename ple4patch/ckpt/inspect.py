@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import CheckpointProblem, UsageError
+from .access import AccessError, exists
 from .config import load_config
 from .files import load_checkpoint
 from .layout import CONFIG_FILE, INDEX_FILE
@@ -49,7 +50,7 @@ def inspect_checkpoint(
     root = Path(checkpoint)
     if not root.is_dir():
         raise UsageError(f"no such checkpoint directory: {root}")
-    if not (root / CONFIG_FILE).is_file():
+    if not exists(root, CONFIG_FILE):
         raise UsageError(
             f"no {CONFIG_FILE} in {root}: pass the checkpoint directory (the one holding "
             f"{CONFIG_FILE} and {INDEX_FILE})"
@@ -61,6 +62,9 @@ def inspect_checkpoint(
         raise UsageError(f"--ranks-per-host must be between 1 and --tp ({tp}), got {ranks}")
     try:
         raw = load_config(root)
+    except AccessError as exc:  # a FIFO, device, directory... or a symlink out: one line, exit 10
+        advice = "" if exc.code == "outside" else ": put the model's config.json there"
+        raise CheckpointProblem(f"{root / CONFIG_FILE} {exc}{advice}") from None
     except ValueError as exc:
         raise CheckpointProblem(f"{exc}: fetch config.json again") from None
 

@@ -59,13 +59,16 @@ FP8_SCALE_DTYPES = ("F32", "BF16", "F16")  # FP8 weight_scale (the engine casts 
 # A global scale is one value: [1] as written by ModelOpt; the loaders take any shape of one element.
 BLOCK = 16  # values per E4M3 block scale
 
-#: Bytes per element of every dtype the safetensors format defines.
-DTYPE_BYTES = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8,
+#: Bits per element of every dtype the safetensors format (0.8) knows; any other is refused.
+DTYPE_BITS = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32,
+    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
 }  # fmt: skip
+#: Bytes per element of the whole-byte dtypes.
+DTYPE_BYTES = {name: bits // 8 for name, bits in DTYPE_BITS.items() if bits % 8 == 0}
 
 #: The engine's default when ``split_ngram_parts`` is absent from the config.
 DEFAULT_SPLIT_NGRAM_PARTS = 512

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .config import PleConfig, as_int
+from functools import lru_cache
+
+from .config import PleConfig
 
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 
@@ -42,33 +44,37 @@ def primes_after(start: int, count: int) -> list[int]:
     return found
 
 
+@lru_cache(maxsize=4)
+def _head_primes(base: int, count: int) -> tuple[int, ...]:
+    """The first ``count`` primes at or above ``base``: one per n-gram head, all PLE layers in order."""
+    return tuple(primes_after(base - 1, count))
+
+
 def engine_table_rows(config: PleConfig, layer: int) -> int | None:
     """Rows of the table the engine builds for decoder layer ``layer`` (0-based).
 
     Each of the layer's n-gram heads gets a prime-sized slice (the k-th prime at
     or above ``ngram_vocab_size_base``, k counted over all PLE layers' heads),
     the sum padded to ``make_ngram_vocab_size_divisible_by``. None when the
-    config lacks what that takes or the layer is not a PLE layer.
+    config lacks what that takes (or holds numbers no real model has) or the
+    layer is not a PLE layer.
     """
-    text = config.text
-    ids = text.get("ple_layer_ids")
-    ngram, heads = as_int(text.get("ngram_size")), as_int(text.get("heads_per_ngram"))
-    divisor = as_int(text.get("make_ngram_vocab_size_divisible_by"))
-    if not isinstance(ids, list) or ngram is None or heads is None or not divisor or divisor <= 0:
+    ids = config.layer_ids
+    ngram, heads = config.number("ngram_size"), config.number("heads_per_ngram")
+    divisor = config.number("make_ngram_vocab_size_divisible_by")
+    if ids is None or ngram is None or heads is None or divisor is None or not config.rows_computable:
         return None
-    sorted_ids = sorted({i for i in (as_int(x) for x in ids) if i is not None})
-    if layer + 1 not in sorted_ids or ngram < 2 or heads <= 0:
+    if layer + 1 not in ids:
         return None
-    dense = sorted_ids.index(layer + 1)
+    dense = ids.index(layer + 1)
     n_heads = (ngram - 1) * heads
-    constants = text.get("gguf_ple_constants")
-    if isinstance(constants, dict) and constants.get("ngram_heads_vocab_sizes"):
-        total = sum(int(s) for s in constants["ngram_heads_vocab_sizes"])
+    if config.head_sizes is not None:
+        total = sum(config.head_sizes)
     else:
-        base = as_int(text.get("ngram_vocab_size_base"))
-        if base is None or base <= 0:
+        base = config.number("ngram_vocab_size_base")
+        if base is None:
             return None
-        primes = primes_after(base - 1, (dense + 1) * n_heads)
+        primes = _head_primes(base, (dense + 1) * n_heads)
         total = sum(primes[dense * n_heads : (dense + 1) * n_heads])
     return -(-total // divisor) * divisor
 

@@ -9,10 +9,12 @@ to a signed zero exactly as +0 does.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .access import open_inside
 from .files import Checkpoint
 from .header import TensorInfo
 from .layout import (
@@ -148,13 +150,12 @@ def _scan_tensor(ckpt: Checkpoint, what: str, info: TensorInfo, head_dim: int, c
                  result: ScanResult, on_bytes: Callable[[int], None] | None) -> ScaleCount:
     """Stream one tensor's bytes in chunks of whole rows and count what they hold."""
     count = ScaleCount(info.name, info.file)
-    path = ckpt.root / info.file
     row_w = rowpacked_width(head_dim)
     unit = {ROWPACKED: row_w, BLOCK_SCALES: max(1, scales_width(head_dim))}.get(what, max(1, head_dim))
     step = max(unit, chunk_bytes // unit * unit)
-    size = min(info.nbytes, max(0, path.stat().st_size - info.start))
     row0 = done = 0
-    with open(path, "rb", buffering=0) as handle:
+    with open_inside(ckpt.root, info.file) as handle:
+        size = min(info.nbytes, max(0, os.fstat(handle.fileno()).st_size - info.start))
         handle.seek(info.start)
         while done < size:
             chunk = handle.read(min(step, size - done))
@@ -205,7 +206,7 @@ def _tally(result: ScanResult, what: str, info: TensorInfo, count: ScaleCount) -
 
 def _read_scalar(ckpt: Checkpoint, g: TensorInfo) -> float | None:
     try:
-        with open(ckpt.root / g.file, "rb") as handle:
+        with open_inside(ckpt.root, g.file) as handle:
             handle.seek(g.start)
             raw = handle.read(g.nbytes)
         return decode_scalar(raw, g.dtype) if g.numel == 1 else None
@@ -249,7 +250,11 @@ def scan_tables(
     """
     result = ScanResult()
     for what, info, table in scan_plan(ckpt, tables):
-        count = _scan_tensor(ckpt, what, info, table.head_dim or 0, chunk_bytes, result, on_bytes)
+        try:
+            count = _scan_tensor(ckpt, what, info, table.head_dim or 0, chunk_bytes, result, on_bytes)
+        except (OSError, ValueError) as exc:  # AccessError included: the file changed since its header was read
+            result.problems.append(Problem("scan", f"cannot read its data: {exc}", info.name, file=info.file))
+            continue
         _tally(result, what, info, count)
     for table in tables:
         _check_global_scales(ckpt, table, result)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .checks import run_checks
-from .config import as_int
 from .files import Checkpoint
 from .header import TensorInfo
 from .layout import PLE_TENSOR_RE
@@ -36,17 +35,15 @@ def check_tables(ckpt: Checkpoint) -> list[TableReport]:
 
 def missing_tables(ckpt: Checkpoint, tables: list[TableReport]) -> list[Problem]:
     """A problem for each PLE layer of the config that has no table, or when there is none at all."""
-    ids = ckpt.config.get("ple_layer_ids")
     found = {t.layer for t in tables}
     problems = []
-    if isinstance(ids, list):
-        for one_based in sorted({i for i in (as_int(x) for x in ids) if i is not None}):
-            if one_based - 1 not in found:
-                problems.append(
-                    Problem("missing_table", f"ple_layer_ids names layer {one_based} (1-based) but "
-                            f"the checkpoint has no table for decoder layer {one_based - 1}",
-                            f"...layers.{one_based - 1}.ple.ple_embedding.ngram_embedding.shard_0.weight")
-                )
+    for one_based in ckpt.config.layer_ids or ():
+        if one_based - 1 not in found:
+            problems.append(
+                Problem("missing_table", f"ple_layer_ids names layer {one_based} (1-based) but "
+                        f"the checkpoint has no table for decoder layer {one_based - 1}",
+                        f"...layers.{one_based - 1}.ple.ple_embedding.ngram_embedding.shard_0.weight")
+            )
     if not tables and not problems:
         problems.append(
             Problem("missing_table", "no PLE table (…layers.<L>.ple.ple_embedding.ngram_embedding.*) "
