@@ -183,7 +183,7 @@ def test_real_model_sizes_from_sparse_headers(tmp_path: Path, meminfo) -> None:
 
 def test_memory_tight_is_a_warning_and_unreadable_meminfo(tmp_path: Path, meminfo) -> None:
     root = cf.make(tmp_path / "c")
-    tiny = ROWS * 18  # bytes pinned on one rank at TP1
+    tiny = -(-ROWS * 18 // 4096) * 4096  # bytes pinned on one rank at TP1: one 4 KiB page
     report = inspect(root, meminfo(available_gib=(tiny + 1000) / GIB, total_gib=1), tp=1)
     assert report.ok and [w.code for w in report.warnings] == ["memory"]
     report = inspect(root, str(tmp_path / "no-meminfo"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import CheckpointProblem, UsageError
 from .access import AccessError, exists
@@ -17,6 +18,7 @@ from .config import load_config
 from .files import load_checkpoint
 from .layout import CONFIG_FILE, INDEX_FILE
 from .memory import host_memory
+from .placement import host_budget
 from .problem import Problem
 from .report import InspectReport, render_body
 from .scan import CHUNK_BYTES, ScanResult, scan_bytes, scan_plan, scan_tables
@@ -45,8 +47,14 @@ def inspect_checkpoint(
     progress: bool = False,
     meminfo_path: str = "/proc/meminfo",
     chunk_bytes: int = CHUNK_BYTES,
+    host_budget_gib: float | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> InspectReport:
-    """Inspect a checkpoint directory. Usage errors raise; findings go into the report."""
+    """Inspect a checkpoint directory. Usage errors raise; findings go into the report.
+
+    ``host_budget_gib``: the pinned-host budget per rank, else ``VLLM_QWEN4EXP_PLE_HOST_GIB``
+    from ``environ`` (default: this process's environment), else none.
+    """
     root = Path(checkpoint)
     if not root.is_dir():
         raise UsageError(f"no such checkpoint directory: {root}")
@@ -60,6 +68,10 @@ def inspect_checkpoint(
     ranks = tp if ranks_per_host is None else ranks_per_host
     if ranks < 1 or ranks > tp:
         raise UsageError(f"--ranks-per-host must be between 1 and --tp ({tp}), got {ranks}")
+    try:
+        budget, budget_source = host_budget(host_budget_gib, environ)
+    except ValueError as exc:
+        raise UsageError(f"{exc}: the engine refuses it too") from None
     try:
         raw = load_config(root)
     except AccessError as exc:  # a FIFO, device, directory... or a symlink out: one line, exit 10
@@ -81,7 +93,7 @@ def inspect_checkpoint(
     for t in tables:
         problems += t.problems
         warnings += t.warnings
-    memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path)
+    memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source, environ)
     problems += mem_problems + engine_problems
     warnings += mem_warnings + engine_warnings
 

@@ -1,15 +1,15 @@
-"""Host memory: what each rank pins for its share of the PLE tables, against this host's memory."""
+"""Host memory: what each rank pins for its share of the PLE tables (within a host budget), against
+this host's memory."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from .layout import LAYOUT_FP8, row_bytes
+from .placement import GIB, HOST_BUDGET_ENV, PAGE_BYTES, Placement, host_reserve, host_share, place_rows
 from .problem import Problem
 from .table import TableReport
-
-GIB = 1024**3
 
 
 def gib(nbytes: int | None) -> str:
@@ -38,22 +38,27 @@ def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, in
     return out
 
 
-def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int,
-                meminfo_path: str) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
-    """(the report's ``memory`` object, problems, warnings) for ``tp`` ranks, ``ranks_per_host`` here."""
+def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo_path: str,
+                budget: int | None = None, budget_source: str | None = None,
+                environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+    """(the report's ``memory`` object, problems, warnings) for ``tp`` ranks, ``ranks_per_host`` here.
+
+    ``budget``: the host budget per rank in bytes (None: none, the whole share in host memory).
+    """
     problems: list[Problem] = []
     warnings: list[Problem] = []
-    per_rank = 0
-    fp8_per_rank = 0
-    rows_per_rank = 0
+    share = fp8_share = rows_per_rank = 0
+    placed: list[tuple[TableReport, Placement]] = []
     for t in tables:
-        if not t.head_dim:
+        if not t.head_dim or not t.row_bytes:
             continue
         rows = -(-t.rows // tp)
         rows_per_rank += rows
-        per_rank += rows * (t.row_bytes or 0)
-        fp8_per_rank += rows * row_bytes(LAYOUT_FP8, t.head_dim)
-    host = per_rank * ranks_per_host
+        share += rows * t.row_bytes
+        fp8_share += rows * row_bytes(LAYOUT_FP8, t.head_dim)
+        placed.append((t, place_rows(rows, t.row_bytes, budget)))
+    pinned = sum(p.pinned_bytes for _, p in placed)
+    host = pinned * ranks_per_host
     info = read_meminfo(meminfo_path)
     available, total = info.get("MemAvailable"), info.get("MemTotal")
     fits = None if available is None else host <= available
@@ -61,9 +66,22 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int,
         "tp": tp,
         "ranks_per_host": ranks_per_host,
         "rows_per_rank": rows_per_rank,
-        "bytes_per_rank": per_rank,
-        "bytes_per_host": host,
-        "fp8_bytes_per_rank": fp8_per_rank,
+        "bytes_per_rank": share,
+        "bytes_per_host": share * ranks_per_host,
+        "fp8_bytes_per_rank": fp8_share,
+        "host_budget_bytes": budget,
+        "host_budget_source": budget_source,
+        "host_rows_per_rank": sum(p.host_rows for _, p in placed),
+        "vram_rows_per_rank": sum(p.vram_rows for _, p in placed),
+        "pinned_bytes_per_rank": pinned,
+        "pinned_bytes_per_host": host,
+        "vram_bytes_per_rank": sum(p.vram_bytes for _, p in placed),
+        "page_bytes": PAGE_BYTES,
+        "per_table": [
+            {"layer": t.layer, "rows_per_rank": p.rows, "row_bytes": p.row_bytes, "host_rows": p.host_rows,
+             "vram_rows": p.vram_rows, "pinned_bytes": p.pinned_bytes, "vram_bytes": p.vram_bytes}
+            for t, p in placed
+        ],
         "host_mem_available": available,
         "host_mem_total": total,
         "fits": fits,
@@ -79,7 +97,7 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int,
                 "memory",
                 f"{ranks_per_host} rank(s) on this host pin {gib(host)} of PLE table but only "
                 f"{gib(available)} is available: free memory, or spread the ranks over more hosts "
-                "(--ranks-per-host)",
+                f"(--ranks-per-host), or send rows to VRAM with a host budget ({HOST_BUDGET_ENV})",
                 expected=f"MemAvailable >= {gib(host)}",
             )
         )
@@ -91,4 +109,18 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int,
                 f"the host's {gib(total)} for the engine processes and checkpoint loading",
             )
         )
+    if budget and available is not None and total is not None:
+        reserve = host_reserve(total, environ)
+        fair = host_share(available, reserve, ranks_per_host)
+        if budget > fair:
+            warnings.append(
+                Problem(
+                    "host_budget",
+                    f"the host budget of {gib(budget)} per rank ({budget_source}) is more than each of the "
+                    f"{ranks_per_host} rank(s) on this host may pin, {gib(fair)} ({gib(available)} available, "
+                    f"{gib(reserve)} kept in reserve): engine releases with check_ple_host_share refuse "
+                    f"to start; lower {HOST_BUDGET_ENV}",
+                    expected=f"{HOST_BUDGET_ENV} <= {fair / GIB:.2f}",
+                )
+            )
     return memory, problems, warnings

@@ -105,13 +105,27 @@ def _table_lines(t: TableReport) -> list[str]:
 
 
 def _memory_lines(m: dict[str, Any]) -> list[str]:
-    compare = ""
-    if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
-        compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
-    lines = [
-        f"pinned      TP{m['tp']}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
-        f"{compare}; {gib(m['bytes_per_host'])} for {m['ranks_per_host']} rank(s) on this host"
-    ]
+    per_host = f"{m['ranks_per_host']} rank(s) on this host"
+    if m["host_budget_bytes"] is None:
+        compare = ""
+        if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
+            compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
+        lines = [
+            f"pinned      TP{m['tp']}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
+            f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
+            f"            exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a "
+            f"{m['page_bytes']} B page), {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
+            "all rows in host memory",
+        ]
+    else:
+        lines = [
+            f"pinned      TP{m['tp']}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
+            f"memory, {gib(m['pinned_bytes_per_rank'])} ({m['pinned_bytes_per_rank']:,} B) per rank; "
+            f"{gib(m['pinned_bytes_per_host'])} ({m['pinned_bytes_per_host']:,} B) for {per_host}",
+            f"vram        {m['vram_rows_per_rank']:,} rows per rank in GPU memory, {gib(m['vram_bytes_per_rank'])} "
+            f"({m['vram_bytes_per_rank']:,} B); host budget {gib(m['host_budget_bytes'])} per rank "
+            f"({m['host_budget_source']})",
+        ]
     if m["host_mem_available"] is not None:
         verdict = "fits" if m["fits"] else "DOES NOT FIT"
         lines.append(f"host        MemAvailable {gib(m['host_mem_available'])} of {gib(m['host_mem_total'])}: {verdict}")
