@@ -12,6 +12,7 @@ Modules, each with one job, lower ones first:
 - :mod:`.files`: the index and every weight file's header
 - :mod:`.table`: one PLE table's facts; :mod:`.checks`: the checks on them;
   :mod:`.tables`: every table, checked
+- :mod:`.placement`: a rank's rows between pinned host memory (the host budget) and VRAM
 - :mod:`.memory`: pinned bytes per rank and host against this host's memory
 - :mod:`.scan`: ``--scan``, the PLE bytes streamed
 - :mod:`.venv_engine`: ``--venv``, which layouts that engine reads
