@@ -107,6 +107,16 @@ def test_index_entry_outside_is_a_problem_never_an_open(tmp_path: Path, meminfo,
     assert set(opened) <= {os.path.realpath(meminfo)} | {p for p in opened if p.startswith(os.path.realpath(root))}
 
 
+def test_dotdot_that_stays_inside_is_fine(tmp_path: Path, meminfo) -> None:
+    root = cf.make(tmp_path / "c", files=2)
+    (root / "sub").mkdir()
+    index = index_of(root)
+    index["weight_map"] = {k: f"sub/../{v}" for k, v in index["weight_map"].items()}
+    write_index(root, index)
+    code, result = outcome(root, meminfo, scan=True)
+    assert code == 0, problems_of(result)
+
+
 def test_config_symlinked_outside_is_refused_unread(tmp_path: Path, meminfo) -> None:
     root = cf.make(tmp_path / "c")
     outside = tmp_path / "outside-config.json"
@@ -205,6 +215,22 @@ def test_dangling_symlink_shard_and_config(tmp_path: Path, meminfo) -> None:
     (root / "config.json").symlink_to(root / "nowhere.json")
     code, err = outcome(root, meminfo)
     assert code == EXIT_CHECKPOINT and "dangling symlink" in str(err)
+
+
+def test_symlink_loop_and_overlong_names(tmp_path: Path, meminfo) -> None:
+    root = cf.make(tmp_path / "c", files=2)
+    index = index_of(root)
+    victim = sorted(set(index["weight_map"].values()))[0]
+    (root / victim).unlink()
+    (root / victim).symlink_to(victim)  # a link to itself
+    name = "x" * 300 + ".safetensors"  # longer than a file name may be
+    index["weight_map"]["extra"] = name
+    write_index(root, index)
+    started = time.monotonic()
+    code, result = outcome(root, meminfo)
+    assert time.monotonic() - started < 5 and code == EXIT_CHECKPOINT
+    files = {p["file"] for p in problems_of(result) if p["code"] in ("header", "missing_file")}
+    assert {victim, name} <= files, problems_of(result)
 
 
 def test_unreadable_files(tmp_path: Path, meminfo) -> None:

@@ -18,7 +18,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+# O_NOFOLLOW: the path opened is already resolved, so a symlink there now was swapped in since.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class AccessError(ValueError):
@@ -65,11 +66,10 @@ def resolve_inside(root: Path, name: str) -> Path:
     """The real path of ``name`` (relative to ``root``), or AccessError when it is not inside."""
     if not name or "\x00" in name:
         raise AccessError("outside", "is not a file name")
-    rel = PurePosixPath(name)
-    if rel.is_absolute() or Path(name).is_absolute():
+    if PurePosixPath(name).is_absolute():
         raise AccessError("outside", "is an absolute path: inspect reads only files inside "
                           "the checkpoint directory, named relative to it")
-    if ".." in rel.parts:
+    if PurePosixPath(os.path.normpath(name)).parts[:1] == ("..",):
         raise AccessError("outside", "climbs out of the checkpoint directory with '..': "
                           "inspect reads only files inside it")
     roots = allowed_roots(root)
