@@ -237,22 +237,25 @@ def revert(venv: str | None, clean: bool, verbose: bool, as_json: bool) -> None:
 @click.option("--venv", "venv_opt", default=None, metavar="VENV", type=DirectoryPath(),
               help="The same as the VENV argument (kept for scripts).")
 @click.option("--scan", is_flag=True, help="Also read the PLE data: NaN/negative block scales, bad global scales.")
+@click.option("--host-budget-gib", type=click.FloatRange(min=0), default=None,
+              help="Pinned-host budget per rank in GiB (default: $VLLM_QWEN4EXP_PLE_HOST_GIB): rows past it go "
+              "to VRAM; 0 puts every row in VRAM.")
 @json_option
 def inspect_(checkpoint: str, venv_arg: str | None, tp: int, ranks_per_host: int | None, venv_opt: str | None,
-             scan: bool, as_json: bool) -> None:
+             scan: bool, host_budget_gib: float | None, as_json: bool) -> None:
     """Will CHECKPOINT_DIR load with the patched engine, and what will each rank pin?
 
     Reads config.json and the safetensors headers only (seconds); --scan streams the PLE
     data too. With VENV (the engine's venv) it also checks that engine: patched, and able
     to read the table's layout. Exit 10 if the checkpoint will not load as it is.
     """
-    from . import ckpt_inspect
+    from .ckpt import inspect as ckpt_inspect
 
     if venv_arg and venv_opt and os.path.abspath(venv_arg) != os.path.abspath(venv_opt):
         raise click.UsageError(f"two venvs given: {venv_arg} and --venv {venv_opt}; give one")
     venv = venv_arg or venv_opt
     run_command("inspect", as_json, lambda: ckpt_inspect.run(
-        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan))
+        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan, host_budget_gib=host_budget_gib))
 
 
 @main.command(short_help="Check the NVFP4 kernel bit for bit in the engine's Python.")
