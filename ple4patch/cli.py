@@ -30,7 +30,6 @@ from click.shell_completion import CompletionItem
 
 from . import __version__, commands, render, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
-from .paths import TARGET_REL
 from .result import Result
 
 DEBUG_ENV = "PLE4PATCH_DEBUG"
@@ -161,7 +160,7 @@ def _show_dry_run(stat: bool, pager: bool, verbose: bool) -> Callable[[Result], 
     def show(result: Result) -> None:
         diff = result.data.get("diff", "")
         verdict = _text(result, verbose)
-        summary = render.stat_text(TARGET_REL, result.data.get("regions") or render.diff_regions(diff))
+        summary = render.stat_text(result.data.get("regions") or render.diff_regions(diff))
         if stat:
             click.echo(summary + "\n" + verdict)
         elif terminal.is_tty():

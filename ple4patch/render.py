@@ -188,10 +188,15 @@ def diff_regions(diff: str) -> list[dict]:
     it changes (`scope`, from the hunk header), lines added and removed, and the comment its
     added lines open with (`comment`, or None): what an injected block says it is."""
     regions: list[dict] = []
+    rel = None
     for line in diff.splitlines():
+        if line.startswith("+++ "):
+            rel = line[4:].split("\t")[0].removeprefix("b/")
+            continue
         m = _HUNK.match(line)
         if m:
             regions.append({
+                "file": rel,
                 "scope": m.group(5) or MODULE_SCOPE,
                 "old_start": int(m.group(1)), "old_lines": int(m.group(2) or 1),
                 "new_start": int(m.group(3)), "new_lines": int(m.group(4) or 1),
@@ -212,14 +217,19 @@ def _region_name(region: dict) -> str:
     return region["scope"]
 
 
-def stat_text(rel: str, regions: list[dict]) -> str:
-    """The summary of a dry run: the file, then one line per changed region with its +/-."""
-    added = sum(r["added"] for r in regions)
-    removed = sum(r["removed"] for r in regions)
-    lines = [f"{rel}: {len(regions)} region(s) change, +{added} -{removed}"]
+def stat_text(regions: list[dict]) -> str:
+    """The summary of a dry run: per file, its +/- and one line per changed region."""
+    if not regions:
+        return "no region changes"
     names = [_region_name(r) for r in regions]
-    width = min(max((len(n) for n in names), default=0), 64)
-    for r, name in zip(regions, names):
-        name = name if len(name) <= width else name[: width - 3] + "..."
-        lines.append(f"  line {r['old_start']:>5}  {name:<{width}}  +{r['added']} -{r['removed']}")
+    width = min(max(len(n) for n in names), 64)
+    lines: list[str] = []
+    files = list(dict.fromkeys(r["file"] for r in regions))
+    for rel in files:
+        mine = [(r, n) for r, n in zip(regions, names) if r["file"] == rel]
+        added, removed = sum(r["added"] for r, _ in mine), sum(r["removed"] for r, _ in mine)
+        lines.append(f"{rel}: {len(mine)} region(s) change, +{added} -{removed}")
+        for r, name in mine:
+            name = name if len(name) <= width else name[: width - 3] + "..."
+            lines.append(f"  line {r['old_start']:>5}  {name:<{width}}  +{r['added']} -{r['removed']}")
     return "\n".join(lines)
