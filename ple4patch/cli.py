@@ -239,22 +239,33 @@ def revert(venv: str | None, clean: bool, verbose: bool, as_json: bool) -> None:
 @click.option("--host-budget-gib", type=click.FloatRange(min=0), default=None,
               help="Pinned-host budget per rank in GiB (default: $VLLM_QWEN4EXP_PLE_HOST_GIB): rows past it go "
               "to VRAM; 0 puts every row in VRAM.")
+@click.option("--serve-args", default=None, metavar="'OPTIONS'",
+              help="With VENV: the vllm serve options you will start with (one quoted string), checked too.")
 @json_option
 def inspect_(checkpoint: str, venv_arg: str | None, tp: int, ranks_per_host: int | None, venv_opt: str | None,
-             scan: bool, host_budget_gib: float | None, as_json: bool) -> None:
+             scan: bool, host_budget_gib: float | None, serve_args: str | None, as_json: bool) -> None:
     """Will CHECKPOINT_DIR load with the patched engine, and what will each rank pin?
 
     Reads config.json and the safetensors headers only (seconds); --scan streams the PLE
-    data too. With VENV (the engine's venv) it also checks that engine: patched, and able
-    to read the table's layout. Exit 10 if the checkpoint will not load as it is.
+    data too. With VENV (the engine's venv) it is a preflight of `vllm serve`: every file of
+    the patch set patched, no PLE setting in this environment (or in --serve-args) that the
+    NVFP4 table refuses, what the engine's automatic PLE placement will choose, the exact
+    pinned bytes against this host's memory; one verdict, and what to change. Exit 10 if it
+    will not load (or start) as it is.
     """
-    from .ckpt import inspect as ckpt_inspect
-
     if venv_arg and venv_opt and os.path.abspath(venv_arg) != os.path.abspath(venv_opt):
         raise click.UsageError(f"two venvs given: {venv_arg} and --venv {venv_opt}; give one")
     venv = venv_arg or venv_opt
-    run_command("inspect", as_json, lambda: ckpt_inspect.run(
-        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan, host_budget_gib=host_budget_gib))
+    options = dict(tp=tp, ranks_per_host=ranks_per_host, scan=scan, host_budget_gib=host_budget_gib)
+    if venv is None:
+        if serve_args is not None:
+            raise click.UsageError("--serve-args needs VENV (the engine's venv): the preflight checks them there")
+        from .ckpt import inspect as ckpt_inspect
+
+        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, **options))
+    from . import preflight
+
+    run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, **options))
 
 
 @main.command(short_help="Check the NVFP4 kernel bit for bit in the engine's Python.")

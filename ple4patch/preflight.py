@@ -1,0 +1,279 @@
+"""``ple4patch inspect CHECKPOINT_DIR VENV``: will `vllm serve` start with this table in this venv?
+
+Before a 100 GB model takes minutes to start, one verdict from what can be read in seconds:
+
+- the checkpoint (``ckpt.inspect``: config, tensors, exact pinned bytes per rank and host
+  against this host's MemAvailable, the host/VRAM split of the host budget);
+- the patch state of every file of the engine's patch set (``fileset.assess_set``: the PLE
+  layer, and the start-up policy file where the release has one);
+- the explicit settings the NVFP4 table refuses, from this environment and the `vllm serve`
+  options given (``--serve-args``), judged by the same rules the patched engine applies
+  (``kernels.nvfp4_policy.PLE4_POLICY_RULES``);
+- what the engine's automatic PLE placement will choose where the release has one: 1Cat-vLLM's
+  ``vllm/platforms/runtime_defaults.py`` (1CatAI/1Cat-vLLM 51c0f97201a70a644a80ac21d292a15eff0dc4e6)
+  sets ``VLLM_PLE_CPU_OFFLOAD=1`` and ``VLLM_PLE_DISK_OFFLOAD=1`` in
+  ``_apply_sm70_qwen38_disk_ple_defaults`` (the SM70 Qwen3.8 dual-compile lane, unless one of
+  ``VLLM_SM70_QWEN38_HYBRID_PLE``, ``VLLM_PLE_CPU_OFFLOAD``, ``VLLM_PLE_DISK_OFFLOAD`` is set
+  explicitly) and admits the disk cascade in ``_qwen4exp_ple_cascade_requested``
+  (``KernelConfig.ple_disk_cascade``, on by default). Either moves the table out of the GPU
+  workers, and the patched loader then refuses to start. The patched policy file skips both
+  for an NVFP4 request.
+
+Reads files only: no torch, no engine import. The environment is this process's (the shell
+`vllm serve` will be started from), unless given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from . import engine as engine_mod
+from . import manifest as manifest_mod
+from . import write
+from .ckpt.inspect import inspect_checkpoint
+from .ckpt.report import render_body
+from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
+from .fileset import assess_set
+from .kernels import nvfp4_policy as policy
+from .paths import POLICY_REL
+from .result import Result
+from .state import State
+
+# The engine's automatic PLE placement, by the name of the function that applies it in the
+# release's policy file (runtime_defaults.py at 1Cat-vLLM 51c0f972).
+AUTO_DISK_DEFAULTS = "_apply_sm70_qwen38_disk_ple_defaults"
+AUTO_CASCADE = "_qwen4exp_ple_cascade_requested"
+AUTO_DISK_SKIPPED_BY = ("VLLM_SM70_QWEN38_HYBRID_PLE", "VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD")
+CASCADE_SETTING = "--kernel-config ple_disk_cascade"
+
+
+@dataclass
+class Finding:
+    """One thing the preflight looked at: `blocks` when `vllm serve` would refuse to start."""
+
+    area: str  # files, environment, placement, memory, checkpoint
+    message: str
+    blocks: bool = False
+    change: str | None = None  # what to do, when it blocks
+
+    def to_json(self) -> dict:
+        return {"area": self.area, "blocks": self.blocks, "message": self.message, "change": self.change}
+
+
+@dataclass
+class ServeOptions:
+    """The `vllm serve` options the rules look at, as given with --serve-args."""
+
+    settings: dict = field(default_factory=dict)  # names as in PLE4_POLICY_RULES
+    cascade: bool | None = None  # --kernel-config ple_disk_cascade, when given
+    tensor_parallel_size: int | None = None
+
+
+def parse_serve_args(text: str | None) -> ServeOptions:
+    """The options of a `vllm serve` command line that decide where the PLE table goes."""
+    out = ServeOptions()
+    if not text:
+        return out
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
+    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--kernel-config")
+    i = 0
+    while i < len(words):
+        word, value = words[i], None
+        i += 1
+        if word.startswith("--") and "=" in word:
+            word, value = word.split("=", 1)
+        elif word in takes_value:
+            if i >= len(words):
+                raise UsageError(f"--serve-args: {word} needs a value")
+            value, i = words[i], i + 1
+        if value is None:
+            continue
+        if word == "--load-format":
+            out.settings["--load-format"] = value
+        elif word in ("--quantization", "-q"):
+            out.settings["--quantization"] = value
+        elif word in ("--tensor-parallel-size", "-tp"):
+            try:
+                out.tensor_parallel_size = int(value)
+            except ValueError:
+                raise UsageError(f"--serve-args: {word} takes a number, got {value!r}") from None
+        elif word == "--kernel-config":
+            try:
+                cfg = json.loads(value)
+            except ValueError:
+                raise UsageError(f"--serve-args: --kernel-config takes JSON, got {value!r}") from None
+            if isinstance(cfg, dict) and "ple_disk_cascade" in cfg:
+                out.cascade = bool(cfg["ple_disk_cascade"])
+                if out.cascade:
+                    out.settings[CASCADE_SETTING] = True
+    return out
+
+
+def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
+    """The explicit settings the rules judge: the environment's PLE variables and the options."""
+    names = [rule[0] for rule in policy.PLE4_POLICY_RULES]
+    settings = {name: environ[name] for name in names if name.startswith("VLLM_") and name in environ}
+    settings.update(serve.settings)
+    return settings
+
+
+def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dict], object]:
+    """The patch state of every file of the engine's set, and the set's assessment."""
+    eng = engine_mod.find_engine(venv)
+    eng.require_target()
+    s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
+    findings, files = [], []
+    for a in s.files:
+        rel = a.target.relative_to(eng.site_packages).as_posix()
+        files.append({"path": rel, "state": a.state.value, "patch_id": a.patch_id})
+        if a.state is State.PATCHED:
+            findings.append(Finding("files", f"{rel}: patched"))
+        elif a.state is State.PATCHED_OLDER:
+            findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
+                                    f"`ple4patch apply {eng.venv}` updates it"))
+        else:
+            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `ple4patch apply {eng.venv}`"
+                   if a.state is State.MODIFIED else f"ple4patch apply {eng.venv}")
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not patched", blocks=True, change=fix))
+    return findings, files, s
+
+
+def environment_findings(settings: dict) -> list[Finding]:
+    """Every explicit setting the NVFP4 table refuses (the rules of the patched engine)."""
+    out = []
+    for line in policy.ple4_policy_conflicts(settings):
+        why, _, change = line.rpartition(": ")
+        out.append(Finding("environment", why, blocks=True, change=change))
+    return out
+
+
+def placement_findings(eng, policy_state: str | None, settings: dict, serve: ServeOptions) -> list[Finding]:
+    """What the release's automatic PLE placement will choose for this start."""
+    path = eng.site_packages / POLICY_REL
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return [Finding("placement", "this engine release has no start-up PLE placement policy "
+                        f"({POLICY_REL} absent): the table stays where the patched loader puts it")]
+    has_disk, has_cascade = AUTO_DISK_DEFAULTS in text, AUTO_CASCADE in text
+    if not (has_disk or has_cascade):
+        return [Finding("placement", f"{POLICY_REL} chooses no PLE placement in this release")]
+    if policy_state == State.PATCHED.value:
+        return [Finding("placement", f"{POLICY_REL} is patched: for an NVFP4 request it skips the automatic "
+                        "disk/CPU-offload placement and declines the disk cascade")]
+    out = []
+    fix_all = f"ple4patch apply {eng.venv} (patches {POLICY_REL} too)"
+    if has_disk:
+        if any(name in settings for name in AUTO_DISK_SKIPPED_BY):
+            out.append(Finding("placement", "the engine's SM70 Qwen3.8 disk-PLE default does not apply: "
+                               f"{', '.join(n for n in AUTO_DISK_SKIPPED_BY if n in settings)} is set explicitly"))
+        else:
+            out.append(Finding(
+                "placement",
+                "on a V100 in the SM70 Qwen3.8 dual-compile lane the engine sets VLLM_PLE_CPU_OFFLOAD=1 and "
+                f"VLLM_PLE_DISK_OFFLOAD=1 ({AUTO_DISK_DEFAULTS} in {POLICY_REL}, unpatched), and the patched "
+                "loader refuses the offload process",
+                blocks=True, change=f"{fix_all}, or export VLLM_PLE_CPU_OFFLOAD=0",
+            ))
+    if has_cascade:
+        if serve.cascade is False:
+            out.append(Finding("placement", "the disk cascade is off (--kernel-config ple_disk_cascade false)"))
+        else:
+            out.append(Finding(
+                "placement",
+                "the engine admits the PLE disk cascade by default (KernelConfig.ple_disk_cascade, "
+                f"{AUTO_CASCADE} in {POLICY_REL}, unpatched) when the checkpoint's storage qualifies, and the "
+                "patched loader refuses the cascade",
+                blocks=True,
+                change=f"{fix_all}, or pass --kernel-config '{{\"ple_disk_cascade\": false}}' to vllm serve",
+            ))
+    return out
+
+
+def memory_finding(memory: dict | None) -> Finding | None:
+    if not memory:
+        return None
+    need, have = memory.get("pinned_bytes_per_host"), memory.get("host_mem_available")
+    if need is None:
+        return None
+    gib = 2**30
+    where = f"{need:,} B ({need / gib:.2f} GiB) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
+    if have is None:
+        return Finding("memory", f"{where}; MemAvailable unknown (no /proc/meminfo)")
+    if memory.get("fits") is False:
+        return Finding("memory", f"{where}, MemAvailable {have / gib:.2f} GiB: does not fit", blocks=True,
+                       change="free host memory, run fewer ranks on this host, or set VLLM_QWEN4EXP_PLE_HOST_GIB "
+                              "to send rows past the budget to VRAM")
+    return Finding("memory", f"{where}, MemAvailable {have / gib:.2f} GiB: fits")
+
+
+def run(
+    checkpoint: str | os.PathLike[str],
+    venv: str | os.PathLike[str],
+    *,
+    serve_args: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    tp: int = 1,
+    **inspect_options,
+) -> Result:
+    """The preflight as a Result: exit 0 when `vllm serve` will start with this table, 10 when not."""
+    environ = os.environ if environ is None else environ
+    serve = parse_serve_args(serve_args)
+    if serve.tensor_parallel_size and tp == 1:
+        tp = serve.tensor_parallel_size
+    report = inspect_checkpoint(checkpoint, venv=venv, environ=environ, tp=tp, **inspect_options)
+    files, file_states, s = file_findings(venv)
+    settings = explicit_settings(environ, serve)
+    policy_state = next((f["state"] for f in file_states if f["path"] == POLICY_REL), None)
+    findings = (
+        files
+        + environment_findings(settings)
+        + placement_findings(s.engine, policy_state, settings, serve)
+        + [f for f in [memory_finding(report.memory)] if f is not None]
+    )
+    # the checkpoint's own problems (the engine's patch state is the files' finding above)
+    for p in report.problems:
+        if p.code not in ("engine", "memory"):
+            findings.append(Finding("checkpoint", p.line() if hasattr(p, "line") else p.message, blocks=True,
+                                    change=p.expected))
+    blockers = [f for f in findings if f.blocks]
+    if blockers:
+        verdict = (f"WILL NOT START: `vllm serve` would refuse this table: {len(blockers)} thing(s) to change "
+                   f"(listed above); first: {blockers[0].change or blockers[0].message}")
+    else:
+        layout = next((t.layout for t in report.tables), None)
+        verdict = f"WILL START: `vllm serve` reads this table ({layout}) with the engine in {s.engine.venv}"
+    data = report.to_json()
+    for key in ("schema_version", "ok"):
+        data.pop(key, None)
+    data["preflight"] = {
+        "will_start": not blockers,
+        "verdict": verdict,
+        "files": file_states,
+        "settings": {k: (v if isinstance(v, (str, bool, int)) else str(v)) for k, v in settings.items()},
+        "findings": [f.to_json() for f in findings],
+        "blockers": [f.to_json() for f in blockers],
+    }
+    return Result("inspect", EXIT_CHECKPOINT if blockers else EXIT_OK, verdict, data,
+                  output=render_body(report) + "\n" + preflight_text(findings) + "\n")
+
+
+def preflight_text(findings: list[Finding]) -> str:
+    """The preflight's lines, after the checkpoint's: one per finding, `!` where it blocks."""
+    lines = []
+    last = None
+    for f in findings:
+        head = f"{f.area:<11} " if f.area != last else " " * 12
+        last = f.area
+        mark = "! " if f.blocks else ""
+        lines.append(f"{head}{mark}{f.message}")
+        if f.blocks and f.change:
+            lines.append(f"{'':12}  change: {f.change}")
+    return "\n".join(lines)
