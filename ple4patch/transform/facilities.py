@@ -3,7 +3,8 @@
 The injected loader imports a few engine modules that only some 1Cat-vLLM versions have. A
 version whose ``ple_layer.py`` is built without one of them cannot host the loader: the patched
 file would fail at import, or run without the check the module provides. Such a file is refused
-with a TransformError naming the facility, before any other transform runs.
+with a TransformError naming the facility (the pipeline runs this check on the original text,
+after the structural transforms, so a missing structural anchor is reported first).
 
 Known case: ``vllm/models/qwen4_exp/nvidia/ple_layer.py`` of 1CatAI/1Cat-vLLM at commit
 45d0a3bbba81ef9b0e9f09b9b092239984847e01 (tests/data/engines/main-45d0a3bb) builds its PLE table

@@ -20,8 +20,11 @@ from .wrap import SELF_NGRAM, NgramEmbeddingWrap, has_plain_assignment
 
 # In order; NgramEmbeddingDispatch stands for the change that builds the NVFP4 table, which is
 # NgramEmbeddingWrap in the earlier engine shape (see ngram_embedding_transform).
-TRANSFORMS = (RequireEngineFacilities, AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
-NEEDS_INJECTED = (RequireEngineFacilities, AddInjectedImports, InjectBlock)
+TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
+NEEDS_INJECTED = (AddInjectedImports, InjectBlock)
+# Checks that change nothing; they run on the original tree after the transforms, so a file that
+# misses a structural anchor is reported by that anchor first.
+CHECKS = (RequireEngineFacilities,)
 
 
 def ngram_embedding_transform(tree: cst.Module) -> type[CodemodCommand]:
@@ -76,6 +79,7 @@ def patch_source(source: str) -> str:
         raise TransformError("module", f"does not parse as Python: {str(exc).splitlines()[0]}") from None
     injected = injected_modules()
     context = CodemodContext()
+    original = tree
     for transform in TRANSFORMS:
         if transform is NgramEmbeddingDispatch:
             transform = ngram_embedding_transform(tree)
@@ -83,6 +87,8 @@ def patch_source(source: str) -> str:
             tree = _run(transform(context, injected), tree)
         else:
             tree = _run(transform(context), tree)
+    for check in CHECKS:
+        _run(check(context, injected), original)
     out = tree.code
     if _sentinel_count(out) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
