@@ -32,7 +32,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from ple4patch import manifest as m  # noqa: E402
 from ple4patch.sentinel import PATCH_ID, find_patch_id, sentinel_line  # noqa: E402
 
+import engine_corpus  # noqa: E402  (tests/data/engines/INDEX.md parsing, shared with the tests)
 import enginekit  # noqa: E402  (INDEX.md parsing, shared with the tests)
+from ple4patch.errors import TransformError  # noqa: E402
 
 SHIPPED = REPO / "ple4patch" / "patches" / "ple_layer.json"
 TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_manifest.json"
@@ -110,6 +112,29 @@ def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, lis
     return out, notes
 
 
+def pin_corpus(out: m.Manifest, existing: m.Manifest) -> list[str]:
+    """Add to ``out`` the pins of tests/data/engines files that are plausible installs (INDEX.md
+    column ``pin``: a main-branch or release commit) and that the transform patches."""
+    notes = []
+    for row in engine_corpus.corpus_files("ple_layer.py"):
+        data = engine_corpus.check(row)
+        if not row.plausible_install:
+            notes.append(f"not pinned: {row.label} ({row.repository}, a fork): test data only")
+            continue
+        try:
+            from ple4patch.transform import patch_source
+
+            patch_source(data.decode("utf-8"))
+        except TransformError as exc:
+            notes.append(f"not pinned: {row.label}: the transform refuses it: {exc}")
+            continue
+        label = f"1Cat-vLLM {row.release or 'main'} {row.commit[:8]}"
+        pin = make_pin(data, str(row.path), label, VERSION_RANGES.get(row.commit[:8], ""),
+                       existing.by_pristine(row.sha256), note=f"{row.repository} {row.commit}: {row.shape}")
+        out.pins[pin.pristine_sha256] = pin
+    return notes
+
+
 def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
     path = enginekit.standin_file()
     if path is None:
@@ -130,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     shipped_old = load_existing(SHIPPED)
     shipped_new, notes = pin_shared(shipped_old, args.engines)
+    shipped_new = m.Manifest(dict(shipped_new.pins))  # never the loaded object itself
+    notes += pin_corpus(shipped_new, shipped_old)
     test_old = load_existing(TEST_MANIFEST)
     test_new, more = pin_standin(test_old)
     notes += more
