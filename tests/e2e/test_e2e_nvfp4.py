@@ -248,7 +248,10 @@ def test_offload_process_is_refused(standin_engine):
 
 
 def test_cascade_is_refused_where_the_engine_has_it(engine_15a8):
-    with h.knobs(cascade=True), pytest.raises(RuntimeError, match="cascade"):
+    # The engine resolves the cascade into KernelConfig.ple_disk_cascade_active
+    # (runtime_defaults.py 51c0f972, _qwen4exp_ple_cascade_requested), which both
+    # ple_cascade_configured() and ple_offload_enabled() read.
+    with h.engine_config(ple_disk_cascade_active=True), pytest.raises(RuntimeError, match="cascade"):
         h.build(engine_15a8, h.make_config())
 
 
@@ -257,7 +260,7 @@ def test_gguf_is_refused(standin_engine):
 
     with pytest.raises(RuntimeError, match="GGUF"):
         h.build(standin_engine, h.make_config(), quant_config=GGUFConfig())
-    with h.knobs(gguf_pinned_decode=True), pytest.raises(RuntimeError, match="GGUF"):
+    with h.engine_config(ple_pinned_decode_active=True), pytest.raises(RuntimeError, match="GGUF"):
         h.build(standin_engine, h.make_config())
 
 

@@ -6,7 +6,6 @@ placement helpers of the pre-Ampere split and the cascade are not reached here.
 
 from dataclasses import dataclass
 
-from vllm import _standin
 
 PLE_SHARD_PREFIX = "ngram_embedding.shard_"
 
@@ -66,4 +65,12 @@ total_host_bytes = _not_here
 
 
 def ple_cascade_configured() -> bool:
-    return _standin.cascade
+    """Mirrors vllm/models/qwen4_exp/common/ple.py of 1CatAI/1Cat-vLLM (the public index's version
+    of 20105 characters): the overflow cascade is on when the resolved config's kernel_config has
+    ``ple_disk_cascade_active`` (set by ``_qwen4exp_ple_cascade_requested``)."""
+
+    from vllm.config import get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    kernel = getattr(config, "kernel_config", None)
+    return bool(getattr(kernel, "ple_disk_cascade_active", False))
