@@ -59,7 +59,7 @@ def get_masked_input_and_mask(input_, org_vocab_start_index, org_vocab_end_index
 
 class VocabParallelEmbedding(nn.Module):
     def __init__(self, num_embeddings, embedding_dim, params_dtype=None, org_num_embeddings=None,
-                 padding_size=64, quant_config=None, prefix="", quant_method=None):
+                 padding_size=64, quant_config=None, prefix="", *, quant_method=None):
         super().__init__()
         self.prefix = prefix
         self.tp_size = get_tensor_model_parallel_world_size()
