@@ -150,10 +150,12 @@ def test_the_real_loader_needs_the_offload_layer():
 
 # What each stored version gets, from reading it (INDEX.md names repository and commit):
 # main-45d0a3bb builds its table without vllm.model_executor.layers.ple_offload_layer;
-# fork-leonccaa-12f2ad43 is the earlier shape (a plain assignment, no dispatch).
+# fork-leonccaa-12f2ad43 is the earlier shape (a plain assignment, no dispatch); main-6bca559d
+# has the if/elif dispatch of 15a8d185.
 EXPECTED = {
     "main-45d0a3bb": ("refused", "vllm.model_executor.layers.ple_offload_layer"),
     "fork-leonccaa-12f2ad43": ("patched", NgramEmbeddingWrap),
+    "main-6bca559d": ("patched", NgramEmbeddingDispatch),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")
 
@@ -196,8 +198,20 @@ def test_real_corpus_file(row):
     for mod in injected_modules():
         assert mod.body in patched
     assert patched.index(BLOCK_BEGIN) < patched.index(BLOCK_END) < patched.index("\n__all__ = [")
-    # Every original line survives in order; the wrapped statement is the same text, one level in.
-    start, end = _statement_lines(text, "        self.ngram_embedding = VocabParallelEmbedding(")
-    lines = text.splitlines(keepends=True)
-    shifted = "".join(lines[:start] + ["    " + line for line in lines[start:end]] + lines[end:])
-    _only_insertions(shifted, patched)
+    if detail is NgramEmbeddingWrap:
+        # Every original line survives in order; the wrapped statement is the same text, one level in.
+        start, end = _statement_lines(text, "        self.ngram_embedding = VocabParallelEmbedding(")
+        lines = text.splitlines(keepends=True)
+        shifted = "".join(lines[:start] + ["    " + line for line in lines[start:end]] + lines[end:])
+        _only_insertions(shifted, patched)
+    else:
+        # Every original line survives in order but the dispatch's first `if`, now an `elif`.
+        a, b = text.splitlines(keepends=True), patched.splitlines(keepends=True)
+        removed = [
+            line
+            for op, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if op in ("replace", "delete")
+            for line in a[i1:i2]
+        ]
+        assert len(removed) == 1 and removed[0].lstrip().startswith("if "), removed
+        assert removed[0].replace("if ", "elif ", 1) in b

@@ -48,6 +48,7 @@ VERSION_RANGES = {
     "a223f046": ">=1.5.0.dev0,<1.5.1rc0",  # 1.5.0-era shape (fork): 1.5.0 and 1.5.1.devN builds
     "036318a0": ">=1.5.1.dev0,<1.5.2.dev0",  # after PR #528 (Sept 2026): the 1.5.1 feature set
     "15a8d185": ">=1.5.2.dev0,<1.7",  # October 2026 main, after 1.5.1
+    "6bca559d": ">=1.5.2.dev0,<1.7",  # tests/data/engines: 15a8d185's shape, one change before it
 }
 
 
@@ -112,10 +113,10 @@ def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, lis
     return out, notes
 
 
-def pin_corpus(out: m.Manifest, existing: m.Manifest) -> list[str]:
+def pin_corpus(out: m.Manifest, existing: m.Manifest) -> tuple[list[str], set[str]]:
     """Add to ``out`` the pins of tests/data/engines files that are plausible installs (INDEX.md
     column ``pin``: a main-branch or release commit) and that the transform patches."""
-    notes = []
+    notes, pinned = [], set()
     for row in engine_corpus.corpus_files("ple_layer.py"):
         data = engine_corpus.check(row)
         if not row.plausible_install:
@@ -130,9 +131,11 @@ def pin_corpus(out: m.Manifest, existing: m.Manifest) -> list[str]:
             continue
         label = f"1Cat-vLLM {row.release or 'main'} {row.commit[:8]}"
         pin = make_pin(data, str(row.path), label, VERSION_RANGES.get(row.commit[:8], ""),
-                       existing.by_pristine(row.sha256), note=f"{row.repository} {row.commit}: {row.shape}")
+                       existing.by_pristine(row.sha256),
+                       note=f"{row.repository} {row.commit}: {row.shape.split('. ')[0]}")
         out.pins[pin.pristine_sha256] = pin
-    return notes
+        pinned.add(pin.pristine_sha256)
+    return notes, pinned
 
 
 def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
@@ -156,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     shipped_old = load_existing(SHIPPED)
     shipped_new, notes = pin_shared(shipped_old, args.engines)
     shipped_new = m.Manifest(dict(shipped_new.pins))  # never the loaded object itself
-    notes += pin_corpus(shipped_new, shipped_old)
+    corpus_notes, corpus_shas = pin_corpus(shipped_new, shipped_old)
+    notes = [n for n in notes if not any(n.startswith(f"kept pin {sha[:12]}") for sha in corpus_shas)]
+    notes += corpus_notes
     test_old = load_existing(TEST_MANIFEST)
     test_new, more = pin_standin(test_old)
     notes += more
