@@ -156,6 +156,7 @@ EXPECTED = {
     "main-45d0a3bb": ("refused", "vllm.model_executor.layers.ple_offload_layer"),
     "fork-leonccaa-12f2ad43": ("patched", NgramEmbeddingWrap),
     "main-6bca559d": ("patched", NgramEmbeddingDispatch),
+    "main-fc3daf73": ("patched", NgramEmbeddingDispatch),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")
 

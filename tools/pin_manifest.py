@@ -49,6 +49,7 @@ VERSION_RANGES = {
     "036318a0": ">=1.5.1.dev0,<1.5.2.dev0",  # after PR #528 (Sept 2026): the 1.5.1 feature set
     "15a8d185": ">=1.5.2.dev0,<1.7",  # October 2026 main, after 1.5.1
     "6bca559d": ">=1.5.2.dev0,<1.7",  # tests/data/engines: 15a8d185's shape, one change before it
+    "fc3daf73": ">=1.5.2.dev0,<1.7",  # tests/data/engines: before 6bca559d, same feature set
 }
 
 
