@@ -10,9 +10,11 @@ without a recorded source are only required to exist in the stand-in.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -71,6 +73,19 @@ def test_standin_matches_the_real_signature(entry):
         assert isinstance(obj, type)
         if entry["init"] is not None:
             assert _params(obj.__init__, True) == entry["init"], f"stand-in drifts from {entry['source']}"
+
+
+STANDIN_ROOT = Path(__file__).resolve().parent / "standin_vllm"
+STANDIN_MODULES = sorted(
+    p for p in STANDIN_ROOT.rglob("*.py") if p.name not in ("__init__.py", "_standin.py")
+)
+
+
+@pytest.mark.parametrize("path", STANDIN_MODULES, ids=[str(p.relative_to(STANDIN_ROOT)) for p in STANDIN_MODULES])
+def test_each_standin_module_names_the_real_file_and_commit_it_mirrors(path):
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert "1CatAI/1Cat-vLLM" in doc, f"{path.name}: name the real file it mirrors"
+    assert re.search(r"[0-9a-f]{40}", doc), f"{path.name}: name the commit (or the commit that holds the path)"
 
 
 # -- behaviours, as in the real sources --------------------------------------------------------

@@ -2,6 +2,10 @@
 
 Only copy_ple_embedding_shard_ (used by the FP8 path the tests build) does real work; the
 placement helpers of the pre-Ampere split and the cascade are not reached here.
+
+Mirrors vllm/models/qwen4_exp/common/ple.py of 1CatAI/1Cat-vLLM: no whole real file is available here
+(commit 04d890fc826002187863162208bf77c9b97bc8dc holds the path); ple_cascade_configured follows the
+public index's version of 20105 characters, the rest only provides the names ple_layer.py imports.
 """
 
 from dataclasses import dataclass
