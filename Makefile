@@ -16,23 +16,36 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := demo
 .PHONY: demo test test-main test-triton-latest test-sigint-ignored pin venv clean bench bench-gather bench-tiers bench-load bench-tool
 
+# Set-up says what it does, a line per step, and shows pip's own output and progress: the
+# first `make` takes a minute or two and is never silent.
+STEP = @printf '\n==> %s\n' 
+PIP_INSTALL = -m pip install --progress-bar on
+
 $(PY):
+	$(STEP)"set-up 1/4: a virtual environment for ple4patch and its tests: $(VENV) ($(PYTHON) -m venv)"
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): setup.cfg pyproject.toml | $(PY)
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q triton==3.6.0
-	$(PY) -m pip install -q -e '.[kernels,test]'
+	$(STEP)"set-up 2/4: torch 2.13.0 into $(VENV) (the CPU build; the largest step)"
+	$(PY) $(PIP_INSTALL) torch==2.13.0
+	$(STEP)"set-up 3/4: triton 3.6.0 into $(VENV) (the engine's Triton: the kernel tests run under its interpreter)"
+	$(PY) $(PIP_INSTALL) triton==3.6.0
+	$(STEP)"set-up 4/4: ple4patch itself into $(VENV), editable, with its kernels and test extras"
+	$(PY) $(PIP_INSTALL) -e '.[kernels,test]'
 	touch $@
+	$(STEP)"set-up done: $(VENV) (later runs skip it)"
 
 venv: $(STAMP)
 
 $(TL_PY):
+	$(STEP)"set-up 1/3: a second virtual environment for the newest Triton: $(TL_VENV)"
 	$(PYTHON) -m venv $(TL_VENV)
 
 $(TL_STAMP): | $(TL_PY)
-	$(TL_PY) -m pip install -q torch==2.13.0
-	$(TL_PY) -m pip install -q triton==$(TL_TRITON) pytest numpy
+	$(STEP)"set-up 2/3: torch 2.13.0 into $(TL_VENV)"
+	$(TL_PY) $(PIP_INSTALL) torch==2.13.0
+	$(STEP)"set-up 3/3: triton $(TL_TRITON), pytest and numpy into $(TL_VENV)"
+	$(TL_PY) $(PIP_INSTALL) triton==$(TL_TRITON) pytest numpy
 	touch $@
 
 ## demo: build the stand-in engine wheel, install it in a throw-away venv,
