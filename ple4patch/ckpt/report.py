@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,20 @@ def render_body(report: InspectReport) -> str:
         lines += [f"  - {p.line()}" for p in report.problems[:MAX_TEXT_PROBLEMS]]
         if len(report.problems) > MAX_TEXT_PROBLEMS:
             lines.append(f"  ... and {len(report.problems) - MAX_TEXT_PROBLEMS} more (--json lists all)")
-    return "\n".join(lines)
+    return "\n".join(fit(line) for line in lines)
+
+
+TEXT_WIDTH = 100  # text lines fit this many columns
+
+
+def fit(line: str) -> str:
+    """A line of the report wrapped at TEXT_WIDTH columns, under its value's column (12) or its
+    list item's text; a path or a name longer than a line stays whole."""
+    if len(line) <= TEXT_WIDTH:
+        return line
+    indent = "    " if line.startswith("  - ") else " " * 12
+    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def render_text(report: InspectReport) -> str:
