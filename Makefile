@@ -26,7 +26,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): setup.cfg pyproject.toml | $(PY)
-	$(STEP)"set-up 2/4: torch 2.13.0 into $(VENV), the CPU build (the largest step: after "Installing collected packages" pip unpacks torch, about a minute, without output)"
+	$(STEP)"set-up 2/4: torch 2.13.0 into $(VENV), the CPU build (the largest step: after 'Installing collected packages' pip unpacks torch, about a minute, without output)"
 	$(PY) $(PIP_INSTALL) torch==2.13.0
 	$(STEP)"set-up 3/4: triton 3.6.0 into $(VENV) (the engine's Triton: the kernel tests run under its interpreter)"
 	$(PY) $(PIP_INSTALL) triton==3.6.0
