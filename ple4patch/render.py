@@ -186,7 +186,8 @@ def _range(start: int, stop: int) -> str:  # difflib's _format_range_unified
 def diff_regions(diff: str) -> list[dict]:
     """One entry per hunk of a unified diff: where (old/new start and lines), the class/def
     it changes (`scope`, from the hunk header), lines added and removed, and the comment its
-    added lines open with (`comment`, or None): what an injected block says it is."""
+    added lines open with, blank lines aside (`comment`, or None): what an injected block
+    says it is."""
     regions: list[dict] = []
     rel = None
     for line in diff.splitlines():
@@ -204,10 +205,15 @@ def diff_regions(diff: str) -> list[dict]:
             })
         elif regions and line.startswith("+"):
             regions[-1]["added"] += 1
-            if regions[-1]["comment"] is None and regions[-1]["added"] == 1 and line[1:].lstrip().startswith("#"):
-                regions[-1]["comment"] = line[1:].strip().lstrip("#").strip()
+            r = regions[-1]
+            if r["comment"] is None and not r.get("_code") and line[1:].lstrip().startswith("#"):
+                r["comment"] = line[1:].strip().lstrip("#").strip()
+            elif line[1:].strip():
+                r["_code"] = True  # the added lines opened with code: no comment names them
         elif regions and line.startswith("-"):
             regions[-1]["removed"] += 1
+    for r in regions:
+        r.pop("_code", None)
     return regions
 
 
