@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -35,7 +36,7 @@ from . import engine as engine_mod
 from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
-from .ckpt.report import render_body
+from .ckpt.report import TEXT_WIDTH, render_body
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
 from .fileset import assess_set
 from .kernels import nvfp4_policy as policy
@@ -266,14 +267,20 @@ def run(
 
 
 def preflight_text(findings: list[Finding]) -> str:
-    """The preflight's lines, after the checkpoint's: one per finding, `!` where it blocks."""
+    """The preflight's lines, after the checkpoint's: one per finding (`!` where it blocks, then
+    what to change), in columns as inspect's, wrapped at 100 columns."""
     lines = []
     last = None
     for f in findings:
         head = f"{f.area:<11} " if f.area != last else " " * 12
         last = f.area
         mark = "! " if f.blocks else ""
-        lines.append(f"{head}{mark}{f.message}")
+        lines.append(_wrap(f"{head}{mark}{f.message}", 12 + len(mark)))
         if f.blocks and f.change:
-            lines.append(f"{'':12}  change: {f.change}")
+            lines.append(_wrap(f"{'':14}change: {f.change}", 22))
     return "\n".join(lines)
+
+
+def _wrap(line: str, indent: int) -> str:
+    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False) if len(line) > TEXT_WIDTH else line

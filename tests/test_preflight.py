@@ -1,0 +1,191 @@
+"""`ple4patch inspect CHECKPOINT_DIR VENV`: the preflight of `vllm serve`.
+
+On the stand-in engine as a real wheel with its two files (the PLE layer and the start-up
+policy that mirrors 1CatAI/1Cat-vLLM 51c0f97201a70a644a80ac21d292a15eff0dc4e6's
+vllm/platforms/runtime_defaults.py, which sets VLLM_PLE_CPU_OFFLOAD=1/VLLM_PLE_DISK_OFFLOAD=1
+in `_apply_sm70_qwen38_disk_ple_defaults` and admits the disk cascade in
+`_qwen4exp_ple_cascade_requested`), and on a one-file release (no policy file): one verdict,
+the blockers named with what to change, JSON valid against the shipped schema.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import kit
+from ple4patch import commands, preflight
+from ple4patch import manifest as m
+from ple4patch.cli import main
+from ple4patch.errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
+from ple4patch.paths import POLICY_REL, TARGET_REL
+
+ckpt_factory = pytest.importorskip("ckpt_factory")
+
+
+@pytest.fixture(scope="session")
+def set_pins(tmp_path_factory):
+    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture
+def pins_env(set_pins, monkeypatch):
+    """The pins of the stand-in's two files, as PLE4PATCH_EXTRA_MANIFESTS (the preflight reads
+    the manifests as every command does)."""
+    monkeypatch.setenv("PLE4PATCH_EXTRA_MANIFESTS", ":".join(map(str, set_pins[0])))
+    return {"PLE4PATCH_EXTRA_MANIFESTS": ":".join(map(str, set_pins[0]))}
+
+
+@pytest.fixture
+def set_venv(wheelhouse, engine_venv):
+    return engine_venv(wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+
+
+@pytest.fixture
+def patched_set_venv(set_venv, pins_env):
+    assert commands.apply.run(set_venv).exit_code == 0
+    return set_venv
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return ckpt_factory.make(tmp_path_factory.mktemp("ckpt") / "nvfp4", "nvfp4_rowpacked")
+
+
+@pytest.fixture
+def meminfo(tmp_path):
+    def make(available_kib: int = 64 * 2**20, total_kib: int = 128 * 2**20):
+        path = tmp_path / "meminfo"
+        path.write_text(f"MemTotal: {total_kib} kB\nMemAvailable: {available_kib} kB\n")
+        return str(path)
+
+    return make
+
+
+def run(ckpt, venv, meminfo, environ=None, **kw):
+    r = preflight.run(ckpt, venv, environ=environ or {}, meminfo_path=meminfo(), **kw)
+    kit.validate(r.to_json())
+    return r
+
+
+def blockers(r) -> list[tuple[str, str]]:
+    return [(b["area"], b["message"]) for b in r.data["preflight"]["blockers"]]
+
+
+def test_patched_set_in_a_clean_environment_will_start(ckpt, patched_set_venv, meminfo):
+    r = run(ckpt, patched_set_venv, meminfo)
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"], pf["blockers"]) == (EXIT_OK, True, [])
+    assert r.message.startswith("WILL START") and r.message == pf["verdict"]
+    assert [(f["path"], f["state"]) for f in pf["files"]] == [(TARGET_REL, "patched"), (POLICY_REL, "patched")]
+    placement = [f["message"] for f in pf["findings"] if f["area"] == "placement"]
+    assert placement and "skips the automatic" in placement[0]
+    memory = [f["message"] for f in pf["findings"] if f["area"] == "memory"]
+    assert memory and f"{r.data['memory']['pinned_bytes_per_host']:,} B" in memory[0] and "fits" in memory[0]
+
+
+def test_pristine_set_names_both_files_and_the_automatic_placement(ckpt, set_venv, pins_env, meminfo):
+    r = run(ckpt, set_venv, meminfo)
+    assert r.exit_code == EXIT_CHECKPOINT and r.message.startswith("WILL NOT START")
+    found = blockers(r)
+    assert ("files", f"{TARGET_REL}: pristine, not patched") in found
+    assert ("files", f"{POLICY_REL}: pristine, not patched") in found
+    placement = [msg for area, msg in found if area == "placement"]
+    assert len(placement) == 2
+    assert "VLLM_PLE_CPU_OFFLOAD=1" in placement[0] and preflight.AUTO_DISK_DEFAULTS in placement[0]
+    assert "disk cascade" in placement[1]
+    changes = [b["change"] for b in r.data["preflight"]["blockers"]]
+    assert all(c and f"ple4patch apply {set_venv}" in c for c in changes)
+
+
+def test_explicit_settings_turn_the_automatic_placement_off(ckpt, set_venv, pins_env, meminfo):
+    r = run(ckpt, set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "0"},
+            serve_args="--kernel-config '{\"ple_disk_cascade\": false}'")
+    assert [area for area, _ in blockers(r)] == ["files", "files"], "only the unpatched files remain"
+    msgs = [f["message"] for f in r.data["preflight"]["findings"] if f["area"] == "placement"]
+    assert "VLLM_PLE_CPU_OFFLOAD is set explicitly" in msgs[0] and "cascade is off" in msgs[1]
+
+
+@pytest.mark.parametrize("environ, serve_args, setting, change", [
+    ({"VLLM_PLE_CPU_OFFLOAD": "1"}, None, "VLLM_PLE_CPU_OFFLOAD=1", "unset VLLM_PLE_CPU_OFFLOAD"),
+    ({"VLLM_PLE_DISK_OFFLOAD": "true"}, None, "VLLM_PLE_DISK_OFFLOAD=true", "unset VLLM_PLE_DISK_OFFLOAD"),
+    ({"VLLM_SM70_QWEN38_HYBRID_PLE": "1"}, None, "VLLM_SM70_QWEN38_HYBRID_PLE=1", "unset VLLM_SM70_QWEN38_HYBRID_PLE"),
+    ({}, "--kernel-config '{\"ple_disk_cascade\": true}'", "ple_disk_cascade=true", "drop ple_disk_cascade"),
+    ({}, "--load-format gguf", "--load-format=gguf", "drop --load-format gguf"),
+    ({}, "--max-model-len 4096 -q gguf", "--quantization=gguf", "drop --quantization gguf"),
+])
+def test_refused_settings_block_with_what_to_change(ckpt, patched_set_venv, meminfo, environ, serve_args, setting,
+                                                    change):
+    r = run(ckpt, patched_set_venv, meminfo, environ=environ, serve_args=serve_args)
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "environment" and setting in b["message"] and change in b["change"], b
+    assert r.exit_code == EXIT_CHECKPOINT and change in r.message
+
+
+def test_host_memory_against_the_exact_pinned_bytes(ckpt, patched_set_venv, meminfo):
+    r = preflight.run(ckpt, patched_set_venv, environ={}, meminfo_path=meminfo(available_kib=100), tp=2)
+    kit.validate(r.to_json())
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "memory" and "does not fit" in b["message"] and "VLLM_QWEN4EXP_PLE_HOST_GIB" in b["change"]
+    assert f"{r.data['memory']['pinned_bytes_per_host']:,} B" in b["message"]
+
+
+def test_serve_args_tensor_parallel_size_sets_the_ranks(ckpt, patched_set_venv, meminfo):
+    r = run(ckpt, patched_set_venv, meminfo, serve_args="--tensor-parallel-size 4")
+    assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
+
+
+def test_a_release_without_a_policy_file(ckpt, wheelhouse, engine_venv, pins_env, meminfo):
+    venv = engine_venv(wheelhouse.engine(kit.standin_bytes(), version="1.5.1"))
+    assert commands.apply.run(venv).exit_code == 0
+    r = run(ckpt, venv, meminfo)
+    assert r.exit_code == EXIT_OK, blockers(r)
+    assert [f["path"] for f in r.data["preflight"]["files"]] == [TARGET_REL]
+    (placement,) = [f["message"] for f in r.data["preflight"]["findings"] if f["area"] == "placement"]
+    assert "no start-up PLE placement policy" in placement
+
+
+def test_checkpoint_problems_block_too(tmp_path, patched_set_venv, meminfo):
+    bad = ckpt_factory.make(tmp_path / "split", "nvfp4_split", dtype=None)
+    r = run(bad, patched_set_venv, meminfo)
+    assert r.exit_code == EXIT_CHECKPOINT and any(area == "checkpoint" for area, _ in blockers(r))
+
+
+def test_serve_args_parsing():
+    o = preflight.parse_serve_args("Qwen/x --kernel-config='{\"ple_disk_cascade\": true}' -tp 2 --enforce-eager "
+                                   "--load-format safetensors")
+    assert (o.cascade, o.tensor_parallel_size) == (True, 2)
+    assert o.settings == {"--kernel-config ple_disk_cascade": True, "--load-format": "safetensors"}
+    for bad in ("--kernel-config '{not json'", "-tp four", "--load-format", "'unclosed"):
+        with pytest.raises(UsageError, match="--serve-args"):
+            preflight.parse_serve_args(bad)
+
+
+def test_cli_text_fits_and_json_validates(ckpt, set_venv, pins_env):
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), str(set_venv), "--serve-args", "--load-format gguf"],
+                             env={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    assert res.exit_code == EXIT_CHECKPOINT, res.output
+    out = res.output.replace(str(set_venv), "/opt/engine")
+    assert all(len(line) <= 100 for line in out.splitlines()), out
+    lines = out.splitlines()
+    assert lines[-1].startswith("WILL NOT START") and any(line.startswith("files       ! ") for line in lines)
+    assert any("change: unset VLLM_PLE_CPU_OFFLOAD" in line for line in lines)
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), str(set_venv), "--json"], env={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    d = kit.validate(json.loads(res.stdout))
+    assert d["preflight"]["settings"] == {"VLLM_PLE_CPU_OFFLOAD": "1"} and d["ok"] is False
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), "--serve-args", "-tp 2"])
+    assert res.exit_code == 2 and "needs VENV" in res.stderr
+
+
+def test_inspect_without_venv_is_no_preflight(ckpt):
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), "--json"])
+    d = kit.validate(json.loads(res.stdout))
+    assert "preflight" not in d and d["exit_code"] == EXIT_OK
+
+
+def test_manifest_is_read_as_by_the_commands(set_pins):
+    """The pins the fixtures rely on are the stand-in's two files."""
+    man = m.load(set_pins[0], use_env=False)
+    assert {p.target for p in man.pins.values()} >= {TARGET_REL, POLICY_REL}
