@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from . import readfile
 from .engine import reinstall_hint
 from .errors import ModifiedFile, TransformError, UnpinnedFile
 from .hashing import sha256_hex
@@ -54,7 +55,7 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
                 f"{a.backup.value}, so its pristine bytes are unknown: reinstall the engine "
                 f"({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
             )
-        data = a.backup_path.read_bytes()
+        data = readfile.read_regular(a.backup_path, follow=False)
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
         return data, source.pin, True
     if a.state is State.MODIFIED:

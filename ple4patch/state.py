@@ -30,10 +30,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import readfile
 from .engine import Engine
 from .fsio import read_if_exists
 from .hashing import sha256_hex
-from .manifest import Manifest, Pin
+from .manifest import Manifest, Pin, local_pins_problem
 from .paths import backup_path, set_aside_backups, temp_leftovers
 from .sentinel import PATCH_ID, find_patch_id
 
@@ -150,16 +151,11 @@ class Assessment:
 def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
     """(exists, is a regular non-symlink file, bytes or None if unreadable)."""
     try:
-        st = os.lstat(path)
+        return True, True, readfile.read_regular(path, follow=False)  # never blocks
     except FileNotFoundError:
         return False, False, None
-    except OSError:
+    except readfile.NotRegular:
         return True, False, None
-    if not stat.S_ISREG(st.st_mode):
-        return True, False, None
-    try:
-        with open(path, "rb") as fh:
-            return True, True, fh.read()
     except OSError:
         return True, True, None
 
@@ -210,7 +206,14 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     for p in set_aside_backups(target):
         notes.append(f"a stale backup was set aside earlier: {p.name} (`revert --clean` removes it)")
     for p in temp_leftovers(target):
-        notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+        found = readfile.what_is(p)
+        if found == "a regular file":
+            notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+        else:
+            notes.append(f"{p} is {found} under a temp-file name: ple4patch did not make it and leaves it alone")
+    pins_problem = local_pins_problem(target)
+    if pins_problem:
+        notes.append(f"the venv's local pins are unusable and count as none ({pins_problem})")
     return Assessment(
         engine=engine,
         state=c.state,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import manifest as manifest_mod
-from .. import render
+from .. import bytecode, render
 from ..engine import find_target
 from ..errors import EXIT_OK, VerifyFailed
 from ..manifest import Manifest
@@ -30,6 +30,13 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
         raise VerifyFailed(
             f"{engine.target} is patched but its backup is {a.backup.value}, so revert could not "
             f"restore the pristine file (expected sha256 {a.pin.pristine_sha256})"
+        )
+    stale = bytecode.unchecked_stale_pycache(engine.target)
+    if stale:
+        raise VerifyFailed(
+            f"{engine.target} is patched, but {stale[0]} is an unchecked-hash pyc of other bytes: Python "
+            f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
+            f"user who can write in {stale[0].parent} to remove it"
         )
     return Result(
         "verify",
