@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import readfile
-from .errors import EngineNotFound, ModifiedFile, UsageError
+from .errors import EngineNotFound, ModifiedFile, NotWritable, UsageError
 from .paths import TARGET_REL
 
 RECORD_LIMIT = 64 * readfile.MiB  # a real RECORD (vllm: thousands of rows) is well under 1 MiB
@@ -113,14 +113,25 @@ class Engine:
         if inside is not None:
             raise ModifiedFile(inside)
         found = readfile.what_is(self.target)
+        if found is not None and found.startswith("unreadable"):
+            raise NotWritable(f"cannot read {self.target}: {found}; run as the venv's owner (or with sudo)")
         if found not in (None, "a regular file", "a symlink"):
             raise ModifiedFile(
                 f"{self.target} is {found}, not a regular file: nothing written; reinstall the engine "
                 f"({reinstall_hint(self)})"
             )
-        if self.target.is_file():
+        if os.path.isfile(self.target):
+            if not os.access(self.target, os.R_OK):
+                raise NotWritable(f"cannot read {self.target}: permission denied; run as the venv's owner "
+                                  f"(or with sudo)")
+            size = os.stat(self.target).st_size
+            if size > readfile.DEFAULT_LIMIT:
+                raise ModifiedFile(
+                    f"{self.target} is {size} bytes, far more than any engine source file (modified or "
+                    f"foreign): nothing written; reinstall the engine ({reinstall_hint(self)})"
+                )
             return
-        if self.target.is_symlink():
+        if os.path.islink(self.target):
             raise _refuse(
                 "target_missing",
                 f"{self.target} is a dangling symlink: reinstall the engine "
@@ -178,7 +189,7 @@ def find_engine(venv: str | os.PathLike | None = None) -> Engine:
         raise UsageError("VENV is empty: pass the engine's venv (the directory holding bin/python)")
     venv_path = Path(venv) if venv is not None else default_venv()
     venv_path = Path(os.path.abspath(venv_path))
-    if not venv_path.is_dir():
+    if not os.path.isdir(venv_path):
         raise _refuse("no_venv", f"no such venv: {venv_path} is not a directory")
     candidates = _site_packages_dirs(venv_path)
     if not candidates:
@@ -202,10 +213,10 @@ def _site_packages_dirs(venv: Path) -> list[Path]:
     found: dict[str, Path] = {}
     for lib in ("lib", "lib64"):
         base = venv / lib
-        if not base.is_dir():
+        if not os.path.isdir(base):
             continue
         for sub in sorted(base.glob("python3*/site-packages")):
-            if sub.is_dir():
+            if os.path.isdir(sub):
                 found.setdefault(os.path.realpath(sub), sub)
     return list(found.values())
 
@@ -390,7 +401,7 @@ def _leftover_package(site: Path) -> str:
     """A note on a `vllm` directory left without an engine (e.g. ple4patch's backup after
     `pip uninstall` of a patched engine: pip removes only the files it installed)."""
     pkg = site / "vllm"
-    if pkg.is_symlink() or not pkg.is_dir():
+    if os.path.islink(pkg) or not os.path.isdir(pkg):
         return ""
     names: list[str] = []
     for root, dirs, files in os.walk(pkg):
@@ -407,7 +418,7 @@ def _leftover_package(site: Path) -> str:
 
 def _metadata_version(dist_info: Path) -> str | None:
     try:
-        head = readfile.read_regular(dist_info / "METADATA", head=METADATA_HEAD)
+        head = readfile.read_regular(dist_info / "METADATA", head=METADATA_HEAD, follow=False)
     except OSError:  # absent, not a regular file, unreadable: the dist-info's name says the version
         return None
     for line in head.decode("utf-8", errors="replace").splitlines():
@@ -422,7 +433,7 @@ def _metadata_version(dist_info: Path) -> str | None:
 
 def _is_editable(dist_info: Path) -> bool:
     try:
-        data = readfile.load_json(dist_info / "direct_url.json", limit=SMALL_LIMIT)
+        data = readfile.load_json(dist_info / "direct_url.json", limit=SMALL_LIMIT, follow=False)
     except (OSError, ValueError):
         return False
     dir_info = data.get("dir_info") if isinstance(data, dict) else None
@@ -438,7 +449,7 @@ def _read_record(dist_info: Path) -> dict[str, tuple[str | None, int | None]]:
                                      f"engine with pip")
 
     try:
-        data = readfile.read_regular(record, limit=RECORD_LIMIT)
+        data = readfile.read_regular(record, limit=RECORD_LIMIT, follow=False)
     except (readfile.NotRegular, readfile.TooLarge) as exc:
         raise bad(str(exc).replace(f"{record} is ", "it is ", 1)) from None
     except OSError as exc:

@@ -169,7 +169,7 @@ def fsync_dir(directory: Path) -> None:
 
 
 def refuse_symlink(path: Path) -> None:
-    if path.is_symlink():
+    if os.path.islink(path):
         raise ModifiedFile(
             f"{path} is a symlink (to {os.readlink(path)}): ple4patch does not write through "
             f"symlinks; install the engine normally (pip install --force-reinstall --no-deps 1cat-vllm)"
@@ -272,7 +272,7 @@ def stale_name(path: Path, sha256: str | None) -> Path:
     """A free name `<path>.stale-<sha12>[-n]` to set a stale/corrupt backup aside under."""
     tag = (sha256 or "unreadable")[:12]
     n = 0
-    while (dest := stale_path(path, tag, n)).exists() or dest.is_symlink():
+    while os.path.lexists(dest := stale_path(path, tag, n)):
         n += 1
     return dest
 

@@ -70,7 +70,7 @@ def what_is(path: Path | str) -> str | None:
     """What is at `path` without following a symlink ("a FIFO (named pipe)", ...); None if absent."""
     try:
         return kind_of(os.lstat(path).st_mode)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"

@@ -165,7 +165,7 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     notes: list[str] = []
     target = engine.target
     current: bytes | None = None
-    if target.is_symlink():
+    if readfile.what_is(target) == "a symlink":
         notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
     try:
         current = read_if_exists(target)
