@@ -52,8 +52,8 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         if a.backup is not BackupState.PRESENT:
             raise ModifiedFile(
                 f"{e.target} is patched by an older patch id ({a.patch_id}) and its backup is "
-                f"{a.backup.value}, so its pristine bytes are unknown: reinstall the engine "
-                f"({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
+                f"{a.backup.value}, so its pristine bytes are unknown: {a.corrupt_backup_first()}reinstall "
+                f"the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
             )
         data = readfile.read_regular(a.backup_path, follow=False)
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
@@ -62,12 +62,12 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         if a.patch_id == PATCH_ID:
             raise ModifiedFile(
                 f"{e.target} carries the ple4patch sentinel ({a.patch_id}) but is not a known patched "
-                f"output (edited after patching, or its pins are gone): reinstall the engine "
-                f"({reinstall_hint(e)}), then apply"
+                f"output (edited after patching, or its pins are gone): {a.corrupt_backup_first()}reinstall "
+                f"the engine ({reinstall_hint(e)}), then apply"
             )
         raise ModifiedFile(
             f"{e.target} matches neither the engine's RECORD nor a pinned file (modified or foreign): "
-            f"nothing written; reinstall the engine ({reinstall_hint(e)}), then apply"
+            f"nothing written; {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then apply"
         )
     raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
 
@@ -100,7 +100,7 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
         what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
         raise ModifiedFile(
             f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
-            f"known file): nothing written. Move it away, then run `ple4patch apply {e.venv}` again"
+            f"known file): nothing written. Move it away, then run `ple4patch apply{' --allow-unknown' if pin is None else ''} {e.venv}` again"
         )
     try:
         text = source.decode("utf-8")

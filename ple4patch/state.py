@@ -138,6 +138,13 @@ class Assessment:
     def record_sha256(self) -> str | None:
         return self.engine.record_sha256
 
+    def corrupt_backup_first(self) -> str:
+        """The step before any other when the backup path holds a file ple4patch did not make
+        (corrupt): only its owner may move it, and nothing else goes on until it is gone."""
+        if self.backup is not BackupState.CORRUPT:
+            return ""
+        return f"move {self.backup_path} away (not made by ple4patch; it may be yours), then "
+
     def hashes(self) -> dict:
         return {
             "current": self.current_sha256,
