@@ -91,16 +91,17 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     if pin is None and not (allow_unknown or dry_run):
         raise UnpinnedFile(
             f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
-            f"manifest pins it: review the change with `ple4patch apply --dry-run {e.venv}`, then "
+            f"manifest pins it: {a.corrupt_backup_first()}review the change with `ple4patch apply --dry-run {e.venv}`, then "
             f"opt in with `ple4patch apply --allow-unknown {e.venv}`"
         )
     if a.backup is BackupState.CORRUPT and not from_backup:
         # Not a backup ple4patch made of any known file: it may be somebody's own file, so it is
         # neither moved nor overwritten. (A stale backup of a known file is set aside instead.)
         what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
+        again = "apply" + (" --dry-run" if dry_run else "") + (" --allow-unknown" if pin is None and allow_unknown else "")
         raise ModifiedFile(
             f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
-            f"known file): nothing written. Move it away, then run `ple4patch apply{' --allow-unknown' if pin is None else ''} {e.venv}` again"
+            f"known file): nothing written. Move it away, then run `ple4patch {again} {e.venv}` again"
         )
     try:
         text = source.decode("utf-8")
