@@ -274,21 +274,15 @@ def _listdir(path: Path) -> list[str]:
 def _split_dist_info(entry: str) -> tuple[str, str] | None:
     """(name, version) of a `<name>-<version>.dist-info` entry, else None.
 
-    The name is everything before the last `-` that is followed by a valid version, so an
-    unescaped `1cat-vllm-1.5.0.dist-info` is 1cat-vllm 1.5.0 as much as the escaped
-    `1cat_vllm-1.5.0.dist-info` (and `1Cat.vLLM-...`); the name is compared canonicalised.
+    As the interpreter's importlib.metadata reads it: the suffix in any case, the name up to
+    the first `-` (pip escapes a `-` in the name as `_`), compared canonicalised, so
+    `1cat_vllm`, `1Cat_vLLM`, `1cat.vllm` and `1CAT__VLLM` are all 1cat-vllm, and an unescaped
+    `1cat-vllm-1.5.0.dist-info` is not (the interpreter does not find it either).
     """
     if not entry.lower().endswith(".dist-info"):
         return None
-    stem = entry[: -len(".dist-info")]
-    cuts = [i for i, ch in enumerate(stem) if ch == "-"]
-    for i in reversed(cuts):
-        try:
-            Version(stem[i + 1:])
-        except InvalidVersion:
-            continue
-        return stem[:i], stem[i + 1:]
-    return (stem[: cuts[0]], stem[cuts[0] + 1:]) if cuts else None
+    name, sep, version = entry[: -len(".dist-info")].partition("-")
+    return (name, version) if sep else None
 
 
 def _dist_name_of(entry: str) -> str | None:
