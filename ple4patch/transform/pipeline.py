@@ -15,6 +15,7 @@ from .imports import AddInjectedImports
 from .inject import InjectBlock
 from .load_weights import LoadWeightsDispatch
 
+_BOM = "\ufeff"
 TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
 
 
@@ -60,10 +61,14 @@ def patch_source(source: str) -> str:
         else:
             tree = _run(transform(context), tree)
     out = tree.code
+    if source.startswith(_BOM) and not out.startswith(_BOM):
+        # libcst drops a UTF-8 BOM: keep it, so that the output (and its pin) is this file's own,
+        # never the same bytes as the patch of the file without it
+        out = _BOM + out
     if _sentinel_count(out) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
     try:
-        compile(out, "ple_layer.py", "exec", dont_inherit=True)
+        compile(out.encode("utf-8"), "ple_layer.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise TransformError("output", f"the patched text does not compile: {exc}") from None
     return out
