@@ -243,5 +243,13 @@ def test_path_matrix(role, kind, hvenv, hroot, outside, hman, cli_in, need_root)
 def test_doc_lists_every_path():
     doc = (kit.REPO / "docs" / "failure-modes.md").read_text()
     section = doc.split("## Every path in a venv", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
-    assert listed == set(PATHS), (listed ^ set(PATHS))
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|[^|]*\|[^|]*\| ([^|]*) \|", section,
+                                                          re.MULTILINE)}
+    assert set(rows) == set(PATHS), (set(rows) ^ set(PATHS))
+    for role, cell in rows.items():  # the doc's exit codes are the ones tested
+        want = [PATHS[role]["apply"][k] for k in KINDS]
+        if cell.startswith("0 in every case"):
+            assert want == [OK] * len(KINDS), role
+        else:
+            codes = [re.match(r"\s*(\d+|-)", c).group(1) for c in cell.split(" / ")]
+            assert codes == ["-" if w is ANY else str(w) for w in want], (role, codes)
