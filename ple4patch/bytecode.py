@@ -7,6 +7,7 @@ flags (bit 0: hash-based, bit 1: checked), then a source hash, or a source mtime
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import os
 import pwd
@@ -82,6 +83,16 @@ def would_run_instead(pyc: Path, source: bytes | None) -> bool:
     return source is None or not header.hash_matches(source)
 
 
+def _unlink_pyc(pyc: Path) -> None:
+    """Remove one pyc; never through a symlinked `__pycache__` (that would write outside
+    site-packages): that is an OSError like any other failure to remove it."""
+    cache = pyc.parent
+    if os.path.islink(cache):
+        raise OSError(errno.EXDEV, f"{cache} is a symlink (to {os.readlink(cache)}); ple4patch does not "
+                                   f"write outside site-packages")
+    os.unlink(pyc)
+
+
 def _owner(path: Path) -> str:
     try:
         uid = os.stat(path).st_uid
@@ -110,7 +121,7 @@ def clean_pycache_noted(target: Path, *, venv: Path | None = None) -> tuple[list
         source = None
     for pyc in pycs(target):
         try:
-            os.unlink(pyc)
+            _unlink_pyc(pyc)
             removed.append(pyc)
             continue
         except FileNotFoundError:
@@ -182,7 +193,7 @@ def clean_stale_pycache(target: Path) -> list[Path]:
     removed = []
     for pyc in stale_pycache(target):
         try:
-            os.unlink(pyc)
+            _unlink_pyc(pyc)
             removed.append(pyc)
         except FileNotFoundError:
             pass

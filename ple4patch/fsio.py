@@ -144,7 +144,7 @@ def _open_lock(path: Path) -> int:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _not_our_lock(path, readfile.kind_of(st.st_mode))
-        if os.geteuid() == 0 and st.st_uid == 0:
+        if os.geteuid() == 0 and st.st_uid == 0 and st.st_nlink == 1:  # never a file linked elsewhere
             _give_to_dir_owner(fd, path.parent)
     except BaseException:
         os.close(fd)
