@@ -319,7 +319,10 @@ def _editable_marker_name(entry: str) -> str | None:
 
 
 def _find_in_site(venv: Path, site: Path) -> Engine:
-    entries = _listdir(site)
+    try:
+        entries = sorted(os.listdir(site))
+    except OSError as exc:  # not "not installed": this user cannot look
+        raise NotWritable(f"cannot read {site}: {exc.strerror or exc}; run as the venv's owner (or with sudo)") from None
     ours = [e for e in entries if _dist_name_of(e) == DIST_NAME]
     upstream = [e for e in entries if _dist_name_of(e) == UPSTREAM_NAME]
     editable_markers = [e for e in entries if _editable_marker_name(e) == DIST_NAME]

@@ -253,12 +253,12 @@ def load(
     shipped_paths = shipped_files() if shipped else []
     for p in shipped_paths:
         out = out.merged(load_file(p, source=f"ple4patch/patches/{p.name}"))
-    seen = {p.resolve() for p in shipped_paths}
+    seen = {os.path.realpath(p) for p in shipped_paths}  # realpath: never raises (a symlink loop)
     extras = [Path(p) for p in extra] + (extra_files_from_env() if use_env else [])
     for p in extras:
-        if p.resolve() in seen:
+        if os.path.realpath(p) in seen:
             continue
-        seen.add(p.resolve())
+        seen.add(os.path.realpath(p))
         try:
             out = out.merged(load_file(p))
         except ManifestError as exc:  # a file the user named: a usage problem

@@ -83,10 +83,25 @@ def test_backup_hard_linked_to_a_file_outside(hvenv, outside, cli_in):
     assert theirs.read_bytes() == PRISTINE_A
 
 
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/proc/self/fd/0"])
-def test_extra_manifest_is_a_device_or_stdin(device, hvenv, hman, cli_in):
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/proc/self/fd/0", "loop"])
+def test_extra_manifest_is_a_device_stdin_or_a_loop(device, hvenv, hman, hroot, cli_in):
+    if device == "loop":
+        device = hroot / "loop.json"
+        device.symlink_to(device)
     code, _, err = cli_in("status", hvenv, manifests=[hman, device])
-    assert code == EXIT_USAGE and "not a regular file" in err
+    assert code == EXIT_USAGE and ("not a regular file" in err or "symbolic links" in err), err
+
+
+def test_site_packages_this_user_cannot_read(hvenv, hroot, hman, need_root):
+    from hkit import NOBODY, as_user
+
+    man = hroot / "m.json"
+    shutil.copy(hman, man)
+    os.chmod(man, 0o644)
+    os.chmod(kit.site_packages(hvenv), 0o700)  # root's, as after a careless sudo pip install
+    for command in ("status", "apply"):
+        proc = as_user(NOBODY, command, hvenv, manifests=[man])
+        assert proc.returncode == EXIT_NOT_WRITABLE and "cannot read" in proc.stderr, proc.stderr
 
 
 def test_record_over_the_limit_and_a_big_real_one(hvenv, cli_in):
