@@ -366,6 +366,9 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
         )
 
     dist_info = site / ours[0]
+    if os.path.islink(dist_info):  # pip never makes one: its RECORD would be read from elsewhere
+        raise _refuse("bad_record", f"{dist_info} is a symlink (to {os.readlink(dist_info)}): a broken install; "
+                                    f"reinstall the engine with pip")
     version = _metadata_version(dist_info) or (_split_dist_info(ours[0]) or ("", ""))[1]
     if _is_editable(dist_info):
         raise _refuse(

@@ -140,3 +140,11 @@ def test_file_bind_mounted_over_the_target(hvenv, outside, hman):
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert theirs.read_bytes() == PRISTINE_A
     assert not backup_path(target).exists(), "the backup this run wrote was not taken back"
+
+
+def test_dist_info_symlinked_to_elsewhere(hvenv, outside, cli_in):
+    (dist,) = kit.site_packages(hvenv).glob("1cat_vllm-*.dist-info")
+    shutil.move(str(dist), outside / dist.name)
+    dist.symlink_to(outside / dist.name)
+    code, _, err = cli_in("apply", hvenv)
+    assert code == EXIT_ENGINE_NOT_FOUND and "symlink" in err, err
