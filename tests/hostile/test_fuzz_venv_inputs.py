@@ -197,3 +197,23 @@ def test_direct_url(fvenv, blob):
         except EngineNotFound as err:
             assert err.reason == "editable", err
     path.unlink()
+
+
+@given(which=st.sampled_from(["RECORD", "METADATA", "pins"]), blob=st.binary(max_size=2048))
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_cli_never_exits_1(fvenv, cli_in, which, blob):
+    """The same random bytes through the real CLI (status and a dry run): never exit 1."""
+    path = {"RECORD": _dist(fvenv) / "RECORD", "METADATA": _dist(fvenv) / "METADATA",
+            "pins": kit.site_packages(fvenv) / LOCAL_PINS_NAME}[which]
+    before = path.read_bytes() if path.exists() else None
+    path.write_bytes(blob)
+    try:
+        for command in (("status",), ("apply", "--dry-run")):
+            code, out, err = cli_in(*command, fvenv)
+            assert code in (0, 3), (command, code, out, err)
+    finally:
+        if before is None:
+            path.unlink()
+        else:
+            path.write_bytes(before)
