@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 

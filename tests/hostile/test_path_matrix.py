@@ -31,7 +31,7 @@ from ple4patch.errors import EXIT_MODIFIED as E5
 from ple4patch.errors import EXIT_NOT_WRITABLE as E7
 from ple4patch.errors import EXIT_OK as OK
 from ple4patch.errors import EXIT_USAGE as E2
-from ple4patch.paths import LOCAL_PINS_NAME, LOCK_NAME, TEMP_PREFIX, backup_path
+from ple4patch.paths import LOCAL_PINS_NAME, LOCK_NAME, TEMP_PREFIX
 
 KINDS = ("missing", "regular", "directory", "fifo", "symlink_inside", "symlink_outside", "dangling",
          "unreadable", "other_owner", "empty", "huge")
