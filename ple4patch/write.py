@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import bytecode, fsio
+from . import bytecode, fsio, readfile
 from . import manifest as manifest_mod
 from .engine import Engine
 from .errors import ModifiedFile, NotWritable
 from .hashing import file_sha256, sha256_hex
 from .manifest import Manifest, Pin
 from .movelog import MoveLog, lexists
-from .paths import local_pins_path, set_aside_backups, temp_leftovers
+from .paths import STALE_SUFFIX, local_pins_path, set_aside_backups, temp_leftovers
 from .plan import Plan
 from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State, assess
@@ -82,10 +82,28 @@ def tidy_leftovers(target: Path) -> list[str]:
     return remove_temp_leftovers(target) + clean_stale_bytecode(target)
 
 
+def _set_aside_by_us(path: Path) -> bool:
+    """A regular file whose bytes still match the sha256 its set-aside name carries (`set_aside`
+    names it so): anything else under such a name is not ple4patch's to remove."""
+    tag = path.name.rpartition(STALE_SUFFIX)[2].partition("-")[0]
+    try:
+        data = readfile.read_regular(path, follow=False)
+    except OSError:
+        return False
+    return len(tag) == 12 and sha256_hex(data).startswith(tag)
+
+
 def clean_set_aside(target: Path, clean: bool) -> list[str]:
     if not clean:
         return []
-    return [f"removed the set-aside backup {p.name} (--clean)" for p in set_aside_backups(target) if fsio.remove(p)]
+    notes = []
+    for p in set_aside_backups(target):
+        if not _set_aside_by_us(p):
+            notes.append(f"{p.name} has a set-aside name but not the bytes ple4patch set aside under it: "
+                         f"left alone (not removed by --clean)")
+        elif fsio.remove(p):
+            notes.append(f"removed the set-aside backup {p.name} (--clean)")
+    return notes
 
 
 @dataclass
@@ -109,8 +127,14 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
     )
     pins = local_pins_path(target)
     data = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin).dumps().encode()
+    problem = manifest_mod.local_pins_problem(target)
+    if problem is not None:  # not ple4patch's pins, or damaged: never written over
+        raise ModifiedFile(
+            f"{pins} is unusable ({problem}): nothing written; ple4patch does not write over it: "
+            f"move it away, then run `ple4patch apply --allow-unknown {a.engine.venv}` again"
+        )
     try:
-        before = pins.read_bytes()
+        before = readfile.read_if_regular(pins, follow=False)
     except OSError:
         before = None
     if before == data:
@@ -162,26 +186,34 @@ def write_patch(a: Assessment, plan: Plan) -> Written:
     if hardlinked:
         notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
     fsio.fault("after-replace")
-    removed = bytecode.clean_pycache(target)
+    removed, pyc_notes = bytecode.clean_pycache_noted(target, venv=a.engine.venv)
     fsio.fault("after-pycache")
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return Written(notes, removed, pin)
+    return Written(notes + pyc_notes, removed, pin)
 
 
 def restore(a: Assessment, clean: bool) -> Written:
     """Put the backup's pristine bytes back over the target and remove the backup."""
     target = a.target
-    data = a.backup_path.read_bytes()
+    data = readfile.read_regular(a.backup_path, follow=False)
     if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
         raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
     fsio.atomic_write(target, data, like=target, fault_temp=True)
     fsio.fault("after-replace")
-    fsio.remove(a.backup_path)
+    notes: list[str] = []
+    try:  # the target is pristine now: a backup left beside it is harmless (the next revert removes it)
+        fsio.remove(a.backup_path)
+    except NotWritable as err:
+        notes.append(f"could not remove the backup ({err}); harmless: it is identical to the target")
     fsio.fault("after-backup-removed")
-    removed = bytecode.clean_pycache(target)
+    removed, pyc_notes = bytecode.clean_pycache_noted(target, venv=a.engine.venv)
     fsio.fault("after-pycache")
-    notes = clean_set_aside(target, clean)
+    notes += pyc_notes
+    try:
+        notes += clean_set_aside(target, clean)
+    except NotWritable as err:
+        notes.append(f"could not remove a set-aside backup ({err})")
     if removed:
         notes.append(f"removed {len(removed)} stale bytecode file(s)")
     return Written(notes, removed)

@@ -63,7 +63,8 @@ def _already_patched(a: Assessment, tidied: list[str], *, dry_run: bool = False)
     if a.backup is not BackupState.PRESENT:
         msg += (
             f"; warning: the backup is {a.backup.value}, so `revert` cannot restore the pristine "
-            f"file (reinstall the engine instead: {reinstall_hint(a.engine)})"
+            f"file ({a.corrupt_backup_first()}reinstall the engine: {reinstall_hint(a.engine)}, then "
+            f"`ple4patch apply {a.engine.venv}`)"
         )
     data = {**render.report(a), "changed": False, "notes": a.notes + list(tidied)}
     if dry_run:

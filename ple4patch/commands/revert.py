@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from .. import fsio, render, write
+from .. import fsio, readfile, render, write
 from .. import manifest as manifest_mod
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile, NotWritable
@@ -34,8 +34,7 @@ def run(
     def nothing_to_write(a: Assessment) -> bool:  # pristine; and --clean has nothing to remove
         if a.state not in (State.PRISTINE, State.UNPINNED) or not write.no_stale_bytecode(a):
             return False
-        return not (clean and (a.backup in (BackupState.STALE, BackupState.CORRUPT)
-                               or set_aside_backups(engine.target)))
+        return not (clean and (a.backup is BackupState.STALE or set_aside_backups(engine.target)))
 
     with write.locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
         if not_writable is not None:  # read-only, and nothing to revert: write nothing at all
@@ -50,7 +49,7 @@ def run(
             and a.current_bytes is not None
             and a.backup_sha256 is not None
         ):
-            restorable = is_patched_output_of(a.backup_path.read_bytes(), a.current_bytes)
+            restorable = is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes)
             if restorable:
                 notes.append("no pin links the files; the transform confirmed the target is the backup's patched output")
         if restorable:
@@ -102,7 +101,13 @@ def _nothing_to_revert(a: Assessment, clean: bool, notes: list[str], not_writabl
             notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
         else:
             notes.append(f"a leftover backup identical to the target stays ({a.backup_path.name}; harmless)")
-    elif a.backup in (BackupState.STALE, BackupState.CORRUPT):
+    elif a.backup is BackupState.CORRUPT:  # not made by ple4patch from any known file: maybe yours
+        notes.append(
+            f"{a.backup_path.name} is not a backup ple4patch made of any known file (corrupt: "
+            f"{'sha256 ' + a.backup_sha256[:12] if a.backup_sha256 else 'not a readable regular file'}); "
+            f"ple4patch never removes, moves or restores it (--clean included): it may be yours"
+        )
+    elif a.backup is BackupState.STALE:
         if clean:  # only when writable: nothing_to_write refuses --clean with such a backup
             fsio.remove(a.backup_path)
             notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")

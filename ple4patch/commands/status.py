@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import manifest as manifest_mod
-from .. import render
+from .. import bytecode, render
 from ..engine import find_engine
 from ..errors import EXIT_ENGINE_NOT_FOUND, EXIT_OK, EngineNotFound
 from ..manifest import Manifest
@@ -25,6 +25,14 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             {"state": State.NOT_INSTALLED.value, "reason": getattr(err, "reason", None), "error": error_object(err)},
         )
     a = assess(engine, manifest_mod.for_target(manifest, engine.target))
+    inside = engine.inside_problem()
+    if inside:
+        a.notes.append(inside)
+    for pyc in bytecode.unchecked_stale_pycache(engine.target):
+        fix = (f"; `ple4patch apply {engine.venv}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
+               else "")
+        a.notes.append(f"{pyc} is an unchecked-hash pyc of other bytes: Python would run it instead of the "
+                       f"file{fix}")
     if a.state is State.MISSING:
         try:
             engine.require_target()
