@@ -71,8 +71,7 @@ test-triton-latest: $(TL_STAMP)
 ##       The run stops unless pytest really ignores SIGINT, and fails if no test passed.
 test-sigint-ignored: $(STAMP)
 	trap '' INT; PLE4PATCH_EXPECT_SIGINT_IGNORED=1 PLE4PATCH_TESTS_MUST_RUN=1 \
-	  $(PY) -m pytest -q -ra -p no:cacheprovider -k 'ctrl_c or sigint' \
-	  tests/test_launch.py tests/reliability/test_input.py
+	  $(PY) -m pytest -q -ra -p no:cacheprovider -k 'ctrl_c or sigint' tests/test_launch.py tests/reliability
 
 ## pin: re-pin the manifests from the transform's output (after changing the injected code)
 pin: $(STAMP)

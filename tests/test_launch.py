@@ -5,6 +5,7 @@ tests once launched that way."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -51,3 +52,28 @@ def test_a_ctrl_c_reaches_the_child_when_the_suite_ignores_sigint(sigint_ignored
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in err, (proc.returncode, err)
+
+
+def _sigint_senders():
+    """(file, test name, its source) of every test function in tests/ that sends SIGINT."""
+    import ast
+
+    for path in sorted(kit.REPO.joinpath("tests").rglob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "SIGINT" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+                src = ast.get_source_segment(text, node) or ""
+                if "send_signal(signal.SIGINT)" in src or re.search(r"kill\([^)]*SIGINT", src):
+                    yield path.relative_to(kit.REPO), node.name, src
+
+
+def test_every_ctrl_c_test_starts_its_child_with_the_helper_and_runs_in_the_sigint_ignored_run():
+    """A test that interrupts a child must start it with kit.popen_for_ctrl_c (or it depends on
+    how the suite was launched), and be named so that `make test-sigint-ignored` selects it."""
+    found = list(_sigint_senders())
+    assert found, "no Ctrl-C test found: this check checks nothing"
+    for path, name, src in found:
+        assert "popen_for_ctrl_c" in src and "subprocess.Popen" not in src, f"{path}::{name}"
+        assert re.search(r"ctrl_c|sigint", name), f"{path}::{name}: not selected by -k 'ctrl_c or sigint'"
