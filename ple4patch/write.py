@@ -1,10 +1,13 @@
 """Write a plan to disk, restore a backup, and tidy what killed runs left: under the venv lock.
 
-`locked_assessment` holds the lock and reads the target afresh under it; `write_patch`
-lands a `plan.Plan` (set a stale backup aside, write the backup, record a local pin,
-replace the target, clean its bytecode) and takes every step back through a
-`movelog.MoveLog` when one fails before the target is replaced; `restore` lands the
-backup. Each returns the notes that say what it did.
+`locked_set` holds the lock and reads the set of files afresh under it (`locked_assessment`:
+the layer alone); `write_set` lands one `plan.Plan` per file that needs one: first every
+backup (a stale one set aside, a local pin recorded for an unpinned file), then, when more than
+one file is replaced, the journal, then the replaces, then the journal is removed and the
+bytecode cleaned. Any failure before the first replace takes every step back through one
+`movelog.MoveLog`; a failure or a kill after it leaves the journal, and the next apply or revert
+converges the set. `restore_set` is the same for revert (journal, replaces, backups removed).
+`write_patch` / `restore` are the one-file cases. Each returns the notes that say what it did.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from .errors import ModifiedFile, NotWritable
 from .hashing import file_sha256, sha256_hex
 from .manifest import Manifest, Pin
 from .movelog import MoveLog, lexists
-from .paths import local_pins_path, set_aside_backups, temp_leftovers
+from . import fileset
+from .fileset import SetAssessment, assess_set
+from .paths import local_pins_path, rel_of, set_aside_backups, temp_leftovers
 from .plan import Plan
 from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State, assess
@@ -58,6 +63,42 @@ def locked_assessment(
         if a.state is State.MISSING:
             engine.require_target()
         yield a, full, not_writable
+
+
+def with_local_pins(base: Manifest, engine: Engine) -> Manifest:
+    """`base` plus the venv's local pins of every file of the set."""
+    full = base
+    for member in fileset.members(engine):
+        full = manifest_mod.with_local(full, member.target)
+    return full
+
+
+@contextlib.contextmanager
+def locked_set(
+    engine: Engine,
+    base: Manifest,
+    lock_timeout: float | None,
+    nothing_to_write: Callable[[SetAssessment], bool],
+) -> Iterator[tuple[SetAssessment, Manifest, NotWritable | None]]:
+    """`locked_assessment` for the whole set: every file (and the journal) read afresh under
+    the lock; the policy file's directory must be writable too."""
+    with contextlib.ExitStack() as stack:
+        not_writable: NotWritable | None = None
+        try:
+            fsio.check_writable(engine.state_dir)
+            for member in fileset.members(engine):
+                fsio.check_writable(member.target_dir)
+                fsio.refuse_symlink(member.target)
+            stack.enter_context(fsio.locked(engine.state_dir, lock_timeout))
+        except NotWritable as err:
+            not_writable = err
+        full = with_local_pins(base, engine)
+        s = assess_set(engine, full)
+        if not_writable is not None and not nothing_to_write(s):
+            raise not_writable
+        if s.layer.state is State.MISSING:
+            engine.require_target()
+        yield s, full, not_writable
 
 
 def no_stale_bytecode(a: Assessment) -> bool:
@@ -106,6 +147,7 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
         patch_id=PATCH_ID,
         version=a.engine.version,
         size=len(plan.source),
+        target=rel_of(target),
     )
     pins = local_pins_path(target)
     data = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin).dumps().encode()
@@ -125,63 +167,127 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
     return pin
 
 
-def write_patch(a: Assessment, plan: Plan) -> Written:
-    """Land `plan`: until the target is replaced, any failure (not writable, disk full,
-    Ctrl-C) takes every step back, so the venv is exactly as before; once the patch has
-    landed, its result stays."""
-    target = a.target
+def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
+    """Everything before `a`'s target is replaced: a stale backup set aside, the backup written,
+    a local pin recorded (each step logged for the undo)."""
     bak = a.backup_path
-    notes = remove_temp_leftovers(target)
+    if not plan.from_backup and a.backup is BackupState.STALE:
+        aside = fsio.set_aside(bak, a.backup_sha256)
+        log.renamed(bak, aside)
+        notes.append(
+            f"the old backup was stale (a pristine file of another version, not made from this "
+            f"file); set aside as {aside.name}, it will never be restored "
+            f"(`ple4patch revert --clean` removes it)"
+        )
+    if not plan.from_backup:
+        if not lexists(bak):
+            log.created(bak)
+        if fsio.write_backup(bak, plan.source, like=a.target):
+            notes.append(f"backup written: {bak.name}")
+    pin = plan.pin
+    if pin is None:
+        pin = _record_local_pin(a, plan, log, notes)
+    return pin
+
+
+def _replaced_notes(items: list[tuple[Assessment, Plan]], hardlinked: list[Path]) -> list[str]:
+    return [f"{'the target' if p == items[0][0].target else p.name} was hard-linked: it now has a new "
+            f"inode, the other links keep the old bytes" for p in hardlinked]
+
+
+def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
+    """Land one plan per file, all or nothing: until the first target is replaced any failure
+    (not writable, disk full, Ctrl-C) takes every step back, so the venv is exactly as before;
+    from then on the journal names the set, and a failure leaves it for the next run."""
+    assert items
+    site = items[0][0].engine.site_packages
+    notes = [n for a, _plan in items for n in remove_temp_leftovers(a.target)]
+    per_file: list[list[str]] = [[] for _ in items]
     log = MoveLog()
+    pins: list[Pin] = []
     try:
-        if not plan.from_backup and a.backup is BackupState.STALE:
-            aside = fsio.set_aside(bak, a.backup_sha256)
-            log.renamed(bak, aside)
-            notes.append(
-                f"the old backup was stale (a pristine file of another version, not made from this "
-                f"file); set aside as {aside.name}, it will never be restored "
-                f"(`ple4patch revert --clean` removes it)"
-            )
-        if not plan.from_backup:
-            if not lexists(bak):
-                log.created(bak)
-            if fsio.write_backup(bak, plan.source, like=target):
-                notes.append(f"backup written: {bak.name}")
+        for (a, plan), file_notes in zip(items, per_file):
+            pins.append(_prepare(a, plan, log, file_notes))
         fsio.fault("after-backup")
-        pin = plan.pin
-        if pin is None:
-            pin = _record_local_pin(a, plan, log, notes)
+        if any(plan.pin is None for _a, plan in items):
             fsio.fault("after-pins")
-        hardlinked = os.stat(target).st_nlink > 1
-        fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
+        journaled = len(items) > 1
+        if journaled:
+            log.created(fileset.write_journal(site, "apply", {
+                rel_of(a.target): {"pristine_sha256": plan.source_sha, "patched_sha256": plan.output_sha}
+                for a, plan in items
+            }))
+            fsio.fault("after-journal")
+        hardlinked = [a.target for a, _plan in items if os.stat(a.target).st_nlink > 1]
+        first_a, first_plan = items[0]
+        fsio.atomic_write(first_a.target, first_plan.output, like=first_a.target, fault_temp=True)
     except BaseException:
-        if file_sha256(target) == plan.source_sha:  # the target still holds its old bytes
+        if file_sha256(items[0][0].target) == items[0][1].source_sha:  # nothing replaced yet
             log.rollback()
         raise
-    log.commit()
-    if hardlinked:
-        notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
+    log.commit()  # from here on the journal (if any) converges the set
+    for i, (a, plan) in enumerate(items[1:], start=1):
+        fsio.fault("between-replaces")
+        fsio.atomic_write(a.target, plan.output, like=a.target)
+    notes += _replaced_notes(items, hardlinked)
     fsio.fault("after-replace")
-    removed = bytecode.clean_pycache(target)
+    if journaled:
+        fileset.remove_journal(site)
+    removed_all: list[list[Path]] = [bytecode.clean_pycache(a.target) for a, _plan in items]
     fsio.fault("after-pycache")
-    if removed:
-        notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return Written(notes, removed, pin)
+    out = []
+    for i, ((a, plan), file_notes, removed, pin) in enumerate(zip(items, per_file, removed_all, pins)):
+        extra = notes if i == 0 else []
+        if removed:
+            file_notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+        out.append(Written(extra + file_notes, removed, pin))
+    return out
+
+
+def write_patch(a: Assessment, plan: Plan) -> Written:
+    """Land one file's plan (`write_set` of one)."""
+    return write_set([(a, plan)])[0]
+
+
+def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
+    """Put each backup's pristine bytes back over its target and remove the backups: with more
+    than one file, under the journal (a kill converges on the next run)."""
+    assert files
+    site = files[0].engine.site_packages
+    datas = []
+    for a in files:
+        data = a.backup_path.read_bytes()
+        if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
+            raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
+        datas.append(data)
+    journaled = len(files) > 1
+    if journaled:
+        fileset.write_journal(site, "revert", {
+            rel_of(a.target): {"pristine_sha256": a.backup_sha256, "patched_sha256": a.current_sha256}
+            for a in files
+        })
+        fsio.fault("after-journal")
+    for i, (a, data) in enumerate(zip(files, datas)):
+        if i:
+            fsio.fault("between-replaces")
+        fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0))
+    fsio.fault("after-replace")
+    for a in files:
+        fsio.remove(a.backup_path)
+    fsio.fault("after-backup-removed")
+    if journaled:
+        fileset.remove_journal(site)
+    out = []
+    for i, a in enumerate(files):
+        removed = bytecode.clean_pycache(a.target)
+        notes = clean_set_aside(a.target, clean)
+        if removed:
+            notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+        out.append(Written(notes, removed))
+    fsio.fault("after-pycache")
+    return out
 
 
 def restore(a: Assessment, clean: bool) -> Written:
     """Put the backup's pristine bytes back over the target and remove the backup."""
-    target = a.target
-    data = a.backup_path.read_bytes()
-    if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
-        raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
-    fsio.atomic_write(target, data, like=target, fault_temp=True)
-    fsio.fault("after-replace")
-    fsio.remove(a.backup_path)
-    fsio.fault("after-backup-removed")
-    removed = bytecode.clean_pycache(target)
-    fsio.fault("after-pycache")
-    notes = clean_set_aside(target, clean)
-    if removed:
-        notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return Written(notes, removed)
+    return restore_set([a], clean)[0]
