@@ -152,18 +152,21 @@ def selftest(venv: str | None, arch: str, as_json: bool) -> None:
               help="TP ranks sharing this host's memory (default: all of them).")
 @click.option("--venv", default=None, help="Also check that this venv's engine is patched and reads the layout.")
 @click.option("--scan", is_flag=True, help="Also read the PLE data: NaN/negative block scales, bad global scales.")
+@click.option("--host-budget-gib", type=click.FloatRange(min=0), default=None,
+              help="Pinned-host budget per rank in GiB (default: $VLLM_QWEN4EXP_PLE_HOST_GIB): rows past it go "
+              "to VRAM; 0 puts every row in VRAM.")
 @json_option
 def inspect_(checkpoint: str, tp: int, ranks_per_host: int | None, venv: str | None, scan: bool,
-             as_json: bool) -> None:
+             host_budget_gib: float | None, as_json: bool) -> None:
     """Will CHECKPOINT_DIR load with the patched engine, and what will each rank pin?
 
     Reads config.json and the safetensors headers only (seconds); --scan streams
     the PLE data too. Exit 10 if the checkpoint will not load as it is.
     """
-    from . import ckpt_inspect
+    from .ckpt import inspect as ckpt_inspect
 
     run_command("inspect", as_json, lambda: ckpt_inspect.run(
-        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan))
+        checkpoint, tp=tp, ranks_per_host=ranks_per_host, venv=venv, scan=scan, host_budget_gib=host_budget_gib))
 
 
 if __name__ == "__main__":  # pragma: no cover

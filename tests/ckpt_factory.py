@@ -3,7 +3,7 @@
 Real names (`model.language_model.layers.<L>.ple.ple_embedding.ngram_embedding.*`),
 real config keys, tiny sizes. Written with `safetensors.torch` (torch is the
 only writer with F8_E4M3). Row counts are computed here independently of
-ple4patch.checkpoint (trial-division primes), so the tests check the library
+ple4patch.ckpt (trial-division primes), so the tests check the library
 against a second derivation.
 """
 

@@ -42,11 +42,12 @@ def _graph() -> dict[str, set[str]]:
     return {_module_of(p): _imports(p) for p in PKG.rglob("*.py")}
 
 
-def _layers() -> dict[str, int]:
-    """module -> layer number, from the doc's layer table (`| 5 writing | `write` |`)."""
+def _layers(prefix: str = "") -> dict[str, int]:
+    """module -> layer number, from the doc's layer table (`| 5 writing | `write` |`); with
+    `prefix` "c", from the table of the ckpt package's own layers (`| c2 reading | ... |`)."""
     out = {}
     for line in DOC.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\|\s*(\d+) [^|]*\|(.*)\|\s*$", line)
+        m = re.match(r"\|\s*" + prefix + r"(\d+) [^|]*\|(.*)\|\s*$", line)
         if m:
             for name in re.findall(r"`([a-z_/]+)`", m.group(2)):
                 out[name] = int(m.group(1))
@@ -69,6 +70,22 @@ def test_no_import_cycles():
     for node in sorted(graph):
         if node not in state:
             visit(node, [])
+
+
+def _upward(layers: dict[str, int]) -> list[str]:
+    graph = _graph()
+    return [
+        f"{mod} (layer {layers[mod]}) imports {dep} (layer {layers[dep]})"
+        for mod, deps in graph.items() if mod in layers
+        for dep in deps if dep in layers and layers[dep] >= layers[mod]
+    ]
+
+
+def test_ckpt_layers_import_downward_only():
+    layers = _layers("c")
+    ckpt = {m for m in _graph() if m.startswith("ckpt/")}
+    assert ckpt == set(layers), "every ckpt module has a row in the ckpt layer table"
+    assert _upward(layers) == []
 
 
 def test_layers_import_downward_only():

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 import ckpt_factory as cf
-from ple4patch import checkpoint as ck
-from ple4patch import ckpt_inspect
+from ple4patch.ckpt import layout as ple_layout
+from ple4patch.ckpt.header import HeaderError, read_safetensors_header
+from ple4patch.ckpt.scan import CHUNK_BYTES
+from ple4patch.ckpt import inspect as ckpt_inspect
+from ple4patch.ckpt import report as ckpt_report
 from ple4patch.errors import EXIT_CHECKPOINT, EXIT_ENGINE_NOT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
 torch = cf.torch
@@ -40,7 +43,7 @@ def meminfo(tmp_path: Path):
     return make
 
 
-def inspect(path: Path, meminfo_path: str, **kw) -> ckpt_inspect.InspectReport:
+def inspect(path: Path, meminfo_path: str, **kw) -> ckpt_report.InspectReport:
     return ckpt_inspect.inspect_checkpoint(path, meminfo_path=meminfo_path, **kw)
 
 
@@ -54,7 +57,7 @@ def codes(report) -> list[tuple[str, str | None]]:
 def test_header_matches_safetensors_own_reader(tmp_path: Path) -> None:
     root = cf.make(tmp_path / "c", "nvfp4_split", files=1)
     fname = "model-00001-of-00001.safetensors"
-    sfile = ck.read_safetensors_header(root / fname)
+    sfile = read_safetensors_header(root / fname)
     from safetensors import safe_open
 
     with safe_open(str(root / fname), framework="pt") as f:
@@ -76,11 +79,11 @@ def test_header_matches_safetensors_own_reader(tmp_path: Path) -> None:
 def test_header_garbage_and_truncation(tmp_path: Path, meminfo) -> None:
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
-    with pytest.raises(ck.HeaderError, match="does not fit"):
-        ck.read_safetensors_header(bad)
+    with pytest.raises(HeaderError, match="does not fit"):
+        read_safetensors_header(bad)
     bad.write_bytes(struct.pack("<Q", 4) + b"nope")
-    with pytest.raises(ck.HeaderError, match="not valid JSON"):
-        ck.read_safetensors_header(bad)
+    with pytest.raises(HeaderError, match="not valid JSON"):
+        read_safetensors_header(bad)
 
     root = cf.make(tmp_path / "c", "nvfp4_rowpacked", files=2)
     victim = root / "model-00002-of-00002.safetensors"
@@ -170,7 +173,7 @@ def test_real_model_sizes_from_sparse_headers(tmp_path: Path, meminfo) -> None:
     assert report.memory["rows_per_rank"] == 80_000_384
     assert report.memory["bytes_per_rank"] == 80_000_384 * 90  # 6.71 GiB
     assert report.memory["fp8_bytes_per_rank"] == 80_000_384 * 160  # 11.92 GiB
-    text = ckpt_inspect.render_text(report)
+    text = ckpt_report.render_text(report)
     assert "6.71 GiB per rank (as FP8: 11.92 GiB)" in text and "26.82 GiB for 4 rank(s)" in text
     # four ranks on a host with 22 GiB available do not fit; two per host do
     assert [p.code for p in report.problems] == ["memory"] and report.memory["fits"] is False
@@ -180,7 +183,7 @@ def test_real_model_sizes_from_sparse_headers(tmp_path: Path, meminfo) -> None:
 
 def test_memory_tight_is_a_warning_and_unreadable_meminfo(tmp_path: Path, meminfo) -> None:
     root = cf.make(tmp_path / "c")
-    tiny = ROWS * 18  # bytes pinned on one rank at TP1
+    tiny = -(-ROWS * 18 // 4096) * 4096  # bytes pinned on one rank at TP1: one 4 KiB page
     report = inspect(root, meminfo(available_gib=(tiny + 1000) / GIB, total_gib=1), tp=1)
     assert report.ok and [w.code for w in report.warnings] == ["memory"]
     report = inspect(root, str(tmp_path / "no-meminfo"))
@@ -431,7 +434,7 @@ def _plant_rowpacked(t: dict) -> None:
     t[f"{PRE}.shard_4.weight"][15, 16] = 0xC0  # negative, last row of the last shard
 
 
-@pytest.mark.parametrize("chunk_bytes", [ck.CHUNK_BYTES, 18, 37])
+@pytest.mark.parametrize("chunk_bytes", [CHUNK_BYTES, 18, 37])
 def test_scan_rowpacked_counts_planted_scales(tmp_path: Path, meminfo, chunk_bytes) -> None:
     root = broken(tmp_path, lambda c, t: _plant_rowpacked(t))
     report = inspect(root, meminfo(), scan=False)
@@ -579,7 +582,7 @@ def test_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
 def test_inspect_imports_no_torch_numpy_libcst(tmp_path: Path) -> None:
     root = cf.make(tmp_path / "c")
     code = (
-        "import sys\nfrom ple4patch import ckpt_inspect\n"
+        "import sys\nfrom ple4patch.ckpt import inspect as ckpt_inspect\n"
         f"r = ckpt_inspect.run({str(root)!r}, tp=4, scan=True)\n"
         "assert r.exit_code == 0, r.output\n"
         "bad = [m for m in ('torch', 'numpy', 'libcst', 'triton') if m in sys.modules]\n"
@@ -594,12 +597,12 @@ def test_expectations_align_with_the_loader() -> None:
     if not loader.is_file():
         pytest.skip("the loader is not written yet")
     text = loader.read_text()
-    assert f'"ngram_embedding.{ck.TABLE_GLOBAL_SCALE}"' in text
+    assert f'"ngram_embedding.{ple_layout.TABLE_GLOBAL_SCALE}"' in text
     assert '"ngram_embedding.shard_"' in text
-    assert f'_ple4_NVFP4_DTYPE = "{ck.LAYOUT_CONFIG_DTYPE[ck.LAYOUT_ROWPACKED]}"' in text
-    for leaf in (ck.SHARD_WEIGHT, ck.SHARD_BLOCK_SCALE, ck.SHARD_GLOBAL_SCALE):
+    assert f'_ple4_NVFP4_DTYPE = "{ple_layout.LAYOUT_CONFIG_DTYPE[ple_layout.LAYOUT_ROWPACKED]}"' in text
+    for leaf in (ple_layout.SHARD_WEIGHT, ple_layout.SHARD_BLOCK_SCALE, ple_layout.SHARD_GLOBAL_SCALE):
         assert f'"{leaf}"' in text
-    assert f'"ngram_embedding.{ck.TABLE_FP8_SCALE}"' in text  # refused under nvfp4_rowpacked
+    assert f'"ngram_embedding.{ple_layout.TABLE_FP8_SCALE}"' in text  # refused under nvfp4_rowpacked
 
 
 def test_scan_progress_bar_on_a_terminal(tmp_path: Path, meminfo, monkeypatch) -> None:

@@ -1,0 +1,126 @@
+"""Host memory: what each rank pins for its share of the PLE tables (within a host budget), against
+this host's memory."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from .layout import LAYOUT_FP8, row_bytes
+from .placement import GIB, HOST_BUDGET_ENV, PAGE_BYTES, Placement, host_reserve, host_share, place_rows
+from .problem import Problem
+from .table import TableReport
+
+
+def gib(nbytes: int | None) -> str:
+    """Bytes for people: GiB with two decimals (MiB/KiB/B below one GiB)."""
+    if nbytes is None:
+        return "?"
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes} B"
+
+
+def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, int]:
+    """MemTotal / MemAvailable (and the rest) in bytes; {} when unreadable."""
+    out: dict[str, int] = {}
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                key, _, rest = line.partition(":")
+                fields = rest.split()
+                if fields and fields[0].isdigit():
+                    scale = 1024 if len(fields) > 1 and fields[1].lower() == "kb" else 1
+                    out[key.strip()] = int(fields[0]) * scale
+    except OSError:
+        return {}
+    return out
+
+
+def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo_path: str,
+                budget: int | None = None, budget_source: str | None = None,
+                environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+    """(the report's ``memory`` object, problems, warnings) for ``tp`` ranks, ``ranks_per_host`` here.
+
+    ``budget``: the host budget per rank in bytes (None: none, the whole share in host memory).
+    """
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    share = fp8_share = rows_per_rank = 0
+    placed: list[tuple[TableReport, Placement]] = []
+    for t in tables:
+        if not t.head_dim or not t.row_bytes:
+            continue
+        rows = -(-t.rows // tp)
+        rows_per_rank += rows
+        share += rows * t.row_bytes
+        fp8_share += rows * row_bytes(LAYOUT_FP8, t.head_dim)
+        placed.append((t, place_rows(rows, t.row_bytes, budget)))
+    pinned = sum(p.pinned_bytes for _, p in placed)
+    host = pinned * ranks_per_host
+    info = read_meminfo(meminfo_path)
+    available, total = info.get("MemAvailable"), info.get("MemTotal")
+    fits = None if available is None else host <= available
+    memory = {
+        "tp": tp,
+        "ranks_per_host": ranks_per_host,
+        "rows_per_rank": rows_per_rank,
+        "bytes_per_rank": share,
+        "bytes_per_host": share * ranks_per_host,
+        "fp8_bytes_per_rank": fp8_share,
+        "host_budget_bytes": budget,
+        "host_budget_source": budget_source,
+        "host_rows_per_rank": sum(p.host_rows for _, p in placed),
+        "vram_rows_per_rank": sum(p.vram_rows for _, p in placed),
+        "pinned_bytes_per_rank": pinned,
+        "pinned_bytes_per_host": host,
+        "vram_bytes_per_rank": sum(p.vram_bytes for _, p in placed),
+        "page_bytes": PAGE_BYTES,
+        "per_table": [
+            {"layer": t.layer, "rows_per_rank": p.rows, "row_bytes": p.row_bytes, "host_rows": p.host_rows,
+             "vram_rows": p.vram_rows, "pinned_bytes": p.pinned_bytes, "vram_bytes": p.vram_bytes}
+            for t, p in placed
+        ],
+        "host_mem_available": available,
+        "host_mem_total": total,
+        "fits": fits,
+    }
+    if not tables:
+        return memory, problems, warnings
+    if available is None:
+        warnings.append(Problem("memory", f"cannot read MemAvailable from {meminfo_path}: "
+                                "the host memory check was skipped"))
+    elif not fits:
+        problems.append(
+            Problem(
+                "memory",
+                f"{ranks_per_host} rank(s) on this host pin {gib(host)} of PLE table but only "
+                f"{gib(available)} is available: free memory, or spread the ranks over more hosts "
+                f"(--ranks-per-host), or send rows to VRAM with a host budget ({HOST_BUDGET_ENV})",
+                expected=f"MemAvailable >= {gib(host)}",
+            )
+        )
+    elif total is not None and available - host < total // 4:
+        warnings.append(
+            Problem(
+                "memory",
+                f"pinning {gib(host)} leaves {gib(available - host)} available, under a quarter of "
+                f"the host's {gib(total)} for the engine processes and checkpoint loading",
+            )
+        )
+    if budget and available is not None and total is not None:
+        reserve = host_reserve(total, environ)
+        fair = host_share(available, reserve, ranks_per_host)
+        if budget > fair:
+            warnings.append(
+                Problem(
+                    "host_budget",
+                    f"the host budget of {gib(budget)} per rank ({budget_source}) is more than each of the "
+                    f"{ranks_per_host} rank(s) on this host may pin, {gib(fair)} ({gib(available)} available, "
+                    f"{gib(reserve)} kept in reserve): engine releases with check_ple_host_share refuse "
+                    f"to start; lower {HOST_BUDGET_ENV}",
+                    expected=f"{HOST_BUDGET_ENV} <= {fair / GIB:.2f}",
+                )
+            )
+    return memory, problems, warnings

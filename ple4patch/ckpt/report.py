@@ -1,0 +1,194 @@
+"""The inspect report: its verdict, its JSON object and its text."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckpointProblem
+from .files import Checkpoint
+from .layout import LAYOUT_FP8, SHARD_GLOBAL_SCALE, STOCK_ENGINE_READS, TABLE_FP8_SCALE, TABLE_GLOBAL_SCALE
+from .memory import gib
+from .problem import Problem
+from .scan import ScanResult
+from .table import TableReport
+
+SCHEMA_VERSION = 1
+MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
+
+
+def _plural(n: int) -> str:
+    return f"{n} problem{'s' if n != 1 else ''}"
+
+
+@dataclass
+class InspectReport:
+    checkpoint: Path
+    tp: int
+    ranks_per_host: int
+    ckpt: Checkpoint
+    tables: list[TableReport]
+    memory: dict[str, Any]
+    engine: dict[str, Any] | None
+    scan: ScanResult | None
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        if self.problems:
+            return f"WILL NOT LOAD: {_plural(len(self.problems))} (listed above)"
+        layouts = {t.layout for t in self.tables}
+        if self.engine is not None:
+            return f"OK: will load with the engine in {self.engine['venv']} ({self.engine['state']})"
+        if layouts <= set(STOCK_ENGINE_READS):
+            return "OK: will load with the stock or the patched engine"
+        return "OK: will load with the patched engine (ple4patch apply VENV)"
+
+    def to_json(self) -> dict[str, Any]:
+        cfg = self.ckpt.config
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "checkpoint": str(self.checkpoint),
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "config": {
+                "text_config": bool(cfg.text_key),
+                "ple_embedding_dtype": cfg.dtype,
+                "ple_embedding_dtype_source": cfg.dtype_source,
+                "ple_embedding_layout": cfg.dtype_layout,
+                "ple_layer_ids": cfg.get("ple_layer_ids"),
+                "head_dim": cfg.head_dim,
+                "split_ngram_parts": cfg.split_ngram_parts,
+                "split_ngram_parts_default": cfg.split_ngram_parts_default,
+            },
+            "files": {
+                "index": self.ckpt.index_file,
+                "count": len(self.ckpt.files),
+                "tensors": len(self.ckpt.tensors),
+                "bytes": sum(f.size for f in self.ckpt.files.values()),
+            },
+            "tables": [t.to_json() for t in self.tables],
+            "memory": self.memory,
+            "engine": self.engine,
+            "scan": self.scan.to_json() if self.scan is not None else None,
+            "problems": [p.to_json() for p in self.problems],
+            "warnings": [p.to_json() for p in self.warnings],
+        }
+
+    def raise_for_problems(self) -> None:
+        """CheckpointProblem (exit 10) when the checkpoint will not load as it is."""
+        if self.problems:
+            raise CheckpointProblem(
+                f"{self.checkpoint}: {_plural(len(self.problems))}; first: {self.problems[0].line()}"
+            )
+
+
+def _table_lines(t: TableReport) -> list[str]:
+    rb = t.row_bytes
+    shards = f"{len(t.shards_present)}/{t.parts} shards"
+    scale = {"table": f"{TABLE_GLOBAL_SCALE if t.layout != LAYOUT_FP8 else TABLE_FP8_SCALE}",
+             "per_shard": f"shard_<i>.{SHARD_GLOBAL_SCALE}",
+             "table+per_shard": f"{TABLE_GLOBAL_SCALE} + shard_<i>.{SHARD_GLOBAL_SCALE}"}.get(
+        t.global_scale or "", "MISSING")
+    return [
+        f"table       layer {t.layer}: {t.layout}, {t.rows:,} rows x {rb if rb else '?'} B, "
+        f"{shards}, global scale {scale}, {gib(t.disk_bytes)} on disk",
+        f"            {t.prefix}.*",
+    ]
+
+
+def _memory_lines(m: dict[str, Any]) -> list[str]:
+    per_host = f"{m['ranks_per_host']} rank(s) on this host"
+    if m["host_budget_bytes"] is None:
+        compare = ""
+        if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
+            compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
+        lines = [
+            f"pinned      TP{m['tp']}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
+            f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
+            f"            exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a "
+            f"{m['page_bytes']} B page), {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
+            "all rows in host memory",
+        ]
+    else:
+        lines = [
+            f"pinned      TP{m['tp']}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
+            f"memory, {gib(m['pinned_bytes_per_rank'])} ({m['pinned_bytes_per_rank']:,} B) per rank; "
+            f"{gib(m['pinned_bytes_per_host'])} ({m['pinned_bytes_per_host']:,} B) for {per_host}",
+            f"vram        {m['vram_rows_per_rank']:,} rows per rank in GPU memory, {gib(m['vram_bytes_per_rank'])} "
+            f"({m['vram_bytes_per_rank']:,} B); host budget {gib(m['host_budget_bytes'])} per rank "
+            f"({m['host_budget_source']})",
+        ]
+    if m["host_mem_available"] is not None:
+        verdict = "fits" if m["fits"] else "DOES NOT FIT"
+        lines.append(f"host        MemAvailable {gib(m['host_mem_available'])} of {gib(m['host_mem_total'])}: {verdict}")
+    return lines
+
+
+def _engine_line(e: dict[str, Any]) -> str:
+    pid = f", patch {e['patch_id']}" if e["patch_id"] else ""
+    can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
+    return (f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
+            f"reads {', '.join(e['reads'])}: {can}")
+
+
+def _scan_line(s: ScanResult) -> str:
+    parts = [f"{gib(s.bytes_read)} read"]
+    if s.block_scales:
+        parts.append(
+            f"{s.block_scales:,} block scales: {s.nan_block_scales} NaN, {s.negative_block_scales} negative, "
+            f"{s.negative_zero_block_scales} -0"
+        )
+    if s.fp8_values:
+        parts.append(f"{s.fp8_values:,} FP8 values: {s.nan_fp8_values} NaN")
+    globals_txt = ", ".join(
+        f"{g['value']:.6g}" if isinstance(g["value"], float) and math.isfinite(g["value"]) else str(g["value"])
+        for g in s.global_scales[:4]
+    )
+    more = f" (+{len(s.global_scales) - 4})" if len(s.global_scales) > 4 else ""
+    parts.append(f"global scale(s) {globals_txt or 'none'}{more}: {s.bad_global_scales} bad")
+    return "scan        " + "; ".join(parts)
+
+
+def render_body(report: InspectReport) -> str:
+    """The text report without its verdict line."""
+    cfg = report.ckpt.config
+    files = report.ckpt.files
+    size = sum(f.size for f in files.values())
+    via = f" via {report.ckpt.index_file}" if report.ckpt.index_file else ""
+    dtype = f"{cfg.dtype!r} ({cfg.dtype_source})" if cfg.dtype else "not set"
+    parts = f"{cfg.split_ngram_parts}" + (" (default: not in config)" if cfg.split_ngram_parts_default else "")
+    lines = [
+        f"checkpoint  {report.checkpoint}",
+        f"            {len(files)} safetensors file(s){via}, {len(report.ckpt.tensors)} tensors, {gib(size)}",
+        f"config      ple_embedding_dtype {dtype}; head_dim {cfg.head_dim}; split_ngram_parts {parts}",
+    ]
+    for t in report.tables:
+        lines += _table_lines(t)
+    if report.tables:
+        lines += _memory_lines(report.memory)
+    if report.engine is not None:
+        lines.append(_engine_line(report.engine))
+    if report.scan is not None:
+        lines.append(_scan_line(report.scan))
+    if report.warnings:
+        lines.append("warnings")
+        lines += [f"  - {w.line()}" for w in report.warnings]
+    if report.problems:
+        lines.append("problems")
+        lines += [f"  - {p.line()}" for p in report.problems[:MAX_TEXT_PROBLEMS]]
+        if len(report.problems) > MAX_TEXT_PROBLEMS:
+            lines.append(f"  ... and {len(report.problems) - MAX_TEXT_PROBLEMS} more (--json lists all)")
+    return "\n".join(lines)
+
+
+def render_text(report: InspectReport) -> str:
+    """The whole text report, its verdict last."""
+    return f"{render_body(report)}\nverdict     {report.verdict}"

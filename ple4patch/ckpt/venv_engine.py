@@ -1,0 +1,75 @@
+"""``inspect --venv``: whether that venv's engine is patched, and so which layouts it reads."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import Ple4Error, UsageError
+from .layout import PATCHED_ENGINE_READS, STOCK_ENGINE_READS
+from .problem import Problem
+from .table import TableReport
+
+
+def _state(eng) -> tuple[str | None, str | None, str]:
+    """(state, patch id, how it was found) of the venv's target."""
+    from ..sentinel import find_patch_id
+
+    try:
+        from .. import manifest, state as state_mod
+
+        assessment = state_mod.assess(eng, manifest.with_local(manifest.load(), eng.target))
+        patch_id = assessment.patch_id
+        if patch_id is None and assessment.current_bytes is not None:
+            patch_id = find_patch_id(assessment.current_bytes.decode("utf-8", errors="replace"))
+        return assessment.state.value, patch_id, "state.assess"
+    except Ple4Error:  # e.g. an unreadable manifest: fall back to the sentinel alone
+        try:
+            text = eng.target.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read {eng.target}: {exc.strerror or exc}") from None
+        patch_id = find_patch_id(text)
+        return ("patched" if patch_id else "unpatched"), patch_id, "sentinel"
+
+
+def venv_engine(venv: str | os.PathLike[str],
+                tables: list[TableReport]) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+    """The venv's engine state and the layouts it reads. EngineNotFound propagates (exit 3)."""
+    from .. import engine as engine_mod
+
+    eng = engine_mod.find_engine(venv)
+    eng.require_target()
+    state, patch_id, how = _state(eng)
+    reads = list(PATCHED_ENGINE_READS if patch_id else STOCK_ENGINE_READS)
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    layouts = sorted({t.layout for t in tables})
+    can_read = all(layout in reads for layout in layouts) if layouts else None
+    for layout in layouts:
+        if layout in reads or layout not in PATCHED_ENGINE_READS:
+            continue  # unreadable layouts are reported by the table checks already
+        problems.append(
+            Problem(
+                "engine",
+                f"the engine in {eng.venv} is not patched ({state}) and reads only "
+                f"{', '.join(reads)}: run `ple4patch apply {eng.venv}`",
+                file=str(eng.target),
+                expected=f"an engine that reads {layout}",
+            )
+        )
+    if state == "patched_older":
+        warnings.append(
+            Problem("engine", f"the engine is patched by an older ple4patch ({patch_id}): "
+                    f"`ple4patch apply {eng.venv}` updates it", file=str(eng.target))
+        )
+    info = {
+        "venv": str(eng.venv),
+        "version": eng.version,
+        "target": str(eng.target),
+        "state": state,
+        "patch_id": patch_id,
+        "state_from": how,
+        "reads": reads,
+        "can_read": can_read,
+    }
+    return info, problems, warnings
