@@ -44,7 +44,7 @@ from tools.throwaway import (  # noqa: E402
 )
 
 from .cli import env_with, fake_cli, fake_cmd, json_of, one_line_error, run_cli, run_real  # noqa: E402
-from .pins import extra_manifests, fake_manifest_file, standin_manifest  # noqa: E402
+from .pins import extra_manifests, fake_manifest_file, standin_manifest, standin_set_manifests  # noqa: E402
 from .venvs import (  # noqa: E402
     Wheelhouse,
     assert_imports_current_source,
@@ -55,6 +55,7 @@ from .venvs import (  # noqa: E402
     sha,
     site_snapshot,
     standin_bytes,
+    standin_policy_bytes,
     template,
     temps,
     tree_hash,
