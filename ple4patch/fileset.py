@@ -22,8 +22,9 @@ from pathlib import Path
 
 from . import fsio
 from .engine import Engine, _read_record
+from .errors import ModifiedFile
 from .manifest import Manifest
-from .paths import POLICY_REL, TARGET_REL, backup_path, journal_path
+from .paths import POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
 from .policy_file import places_ple
 from .state import Assessment, State, assess
 
@@ -54,11 +55,25 @@ def members(engine: Engine) -> list[Engine]:
     it, it is a file, and it (or its backup) defines the PLE placement the patch overrides."""
     out = [engine_for(engine, TARGET_REL)]
     policy = engine_for(engine, POLICY_REL)
-    if policy.record_listed and policy.target.is_file() and not policy.target.is_symlink():
+    # a symlinked policy file is a member, so that apply/revert refuse it (they never write
+    # through symlinks) instead of patching the layer alone
+    if policy.record_listed and (policy.target.is_file() or policy.target.is_symlink()):
         text = _text(policy.target)
         backup = _text(backup_path(policy.target))
         if any(t is not None and places_ple(t) for t in (text, backup)):
             out.append(policy)
+    return out
+
+
+def orphan_backups(engine: Engine, in_set: list[Engine]) -> list[Path]:
+    """Backups of files that are no longer in the set (an upgrade removed the policy file, so
+    pip removed the patched file and left ple4patch's backup): never restored."""
+    taken = {m.target for m in in_set}
+    out = []
+    for rel in TARGET_RELS:
+        target = engine.site_packages / rel
+        if target not in taken and (backup_path(target).exists() or backup_path(target).is_symlink()):
+            out.append(backup_path(target))
     return out
 
 
@@ -76,6 +91,8 @@ def read_journal(site_packages: Path) -> tuple[Journal | None, str | None]:
     """(the journal, None), or (None, why it is unusable) when a file is there but unreadable,
     or (None, None) when there is none."""
     path = journal_path(site_packages)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return None, f"{path.name} is not a regular file"
     try:
         raw = fsio.read_if_exists(path)
     except OSError as exc:
@@ -101,7 +118,16 @@ def write_journal(site_packages: Path, direction: str, files: dict) -> Path:
     return path
 
 
+def check_journal_slot(site_packages: Path) -> None:
+    """Refuse (before anything is written) when something else is where the journal goes."""
+    path = journal_path(site_packages)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ModifiedFile(f"{path} is in the way of ple4patch's journal (not a regular file): nothing "
+                           f"written; move it away, then run the command again")
+
+
 def remove_journal(site_packages: Path) -> bool:
+    check_journal_slot(site_packages)
     return fsio.remove(journal_path(site_packages))
 
 
@@ -111,6 +137,7 @@ class SetAssessment:
     journal: Journal | None = None
     journal_problem: str | None = None  # a journal file that cannot be read
     notes: list[str] = field(default_factory=list)
+    orphans: list[Path] = field(default_factory=list)  # backups of files no longer in the set
 
     @property
     def layer(self) -> Assessment:
@@ -136,8 +163,10 @@ class SetAssessment:
 
 def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
     """Every file of the set, assessed on its own against its own pins; and the journal."""
+    in_set = members(engine)
     files = [assess(member, manifest.only(str(member.target.relative_to(member.site_packages).as_posix())))
-             for member in members(engine)]
+             for member in in_set]
+    orphans = orphan_backups(engine, in_set)
     journal, problem = read_journal(engine.site_packages)
     notes = []
     if journal is not None:
@@ -145,7 +174,10 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
                      f"`ple4patch apply` or `ple4patch revert` finishes the whole set")
     if problem is not None:
         notes.append(f"{problem}; the next apply/revert removes it (each file is assessed on its own)")
+    for p in orphans:
+        notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
+                     f"no longer has; it is never restored (`ple4patch revert --clean` removes it)")
     seen = set()
     for a in files:  # notes of the root of site-packages come once
         a.notes[:] = [n for n in a.notes if not (n in seen or seen.add(n))]
-    return SetAssessment(files, journal, problem, notes)
+    return SetAssessment(files, journal, problem, notes, orphans)

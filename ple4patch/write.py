@@ -98,6 +98,8 @@ def locked_set(
             raise not_writable
         if s.layer.state is State.MISSING:
             engine.require_target()
+        if not_writable is None:
+            fileset.check_journal_slot(engine.site_packages)
         yield s, full, not_writable
 
 

@@ -65,13 +65,14 @@ def run(
                 and all(write.no_stale_bytecode(a) for a in s.files))
 
     with write.locked_set(engine, base, lock_timeout, nothing_to_write) as (s, full, not_writable):
-        tidied = [] if not_writable is not None else _finish_journal(s)
         if s.state == State.PATCHED.value:
+            tidied = [] if not_writable is not None else _finish_journal(s)
             if not_writable is None:
                 for a in s.files:
                     tidied += write.tidy_leftovers(a.target)
             return _already_patched(s, tidied)
-        plans = make_plans(s, full)
+        plans = make_plans(s, full)  # every file planned (or refused) before anything is written
+        tidied = _finish_journal(s)
         return _patched(s, plans, write.write_set(plans), tidied)
 
 

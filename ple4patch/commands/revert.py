@@ -40,6 +40,8 @@ def run(
     def nothing_to_write(s: SetAssessment) -> bool:  # pristine; and --clean has nothing to remove
         if s.journal is not None or s.journal_problem is not None:
             return False
+        if clean and s.orphans:
+            return False
         for a in s.files:
             if not _pristine(a) or not write.no_stale_bytecode(a):
                 return False
@@ -53,6 +55,9 @@ def run(
         notes: list[str] = []
         for a in s.files:
             notes += write.remove_temp_leftovers(a.target)
+        if clean:
+            notes += [f"removed {p.name}, the backup of a file this engine version no longer has (--clean)"
+                      for p in s.orphans if fsio.remove(p)]
         if s.journal is not None or s.journal_problem is not None:
             what = f"an interrupted {s.journal.direction}" if s.journal is not None else "an unreadable journal"
             notes.append(f"found {what} ({', '.join(s.rels)}); this revert brings the whole set to pristine")
