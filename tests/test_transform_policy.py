@@ -206,3 +206,11 @@ def test_real_policy_declines_the_cascade_and_refuses(monkeypatch):
     with pytest.raises(ValueError) as err:
         mod.apply_runtime_policy_defaults(ph.make_cfg("nvfp4_rowpacked"))
     assert str(err.value) == CPU_LINE
+
+
+def test_readme_lists_every_refusal_line():
+    """The README's serving section shows each refused setting with the exact start-up line."""
+    readme = (REPO / "README.md").read_text()
+    for name, conflicting, _why, _change in rules.PLE4_POLICY_RULES:
+        value = True if conflicting[0] == "explicit-true" else conflicting[0]
+        assert f"`{rules.ple4_policy_refusal(name, value)}`" in readme, name

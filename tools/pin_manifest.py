@@ -154,7 +154,7 @@ def pin_policies(existing: m.Manifest) -> tuple[m.Manifest, list[str]]:
     out = m.Manifest()
     notes = []
     for folder, commit, versions in POLICY_FILES:
-        path = REPO / "tests" / "data" / "engines" / folder / "runtime_defaults.py"
+        path = REPO / "tests/data/engines" / folder / "runtime_defaults.py"
         if not path.is_file():
             notes.append(f"{path.relative_to(REPO)} not found: its pin (if any) is kept")
             continue
