@@ -40,6 +40,7 @@ from ple4patch.paths import SHIPPED_MANIFESTS_DIR  # noqa: E402
 from ple4patch.sentinel import PATCH_ID  # noqa: E402
 from tools import engine_files  # noqa: E402  (INDEX.md parsing, shared with the tests)
 from tools.engine_files import TEST_MANIFEST  # noqa: E402
+from tools import engine_corpus  # noqa: E402  (tests/data/engines/INDEX.md parsing, shared with the tests)
 
 SHIPPED = SHIPPED_MANIFESTS_DIR / "ple_layer.json"
 
@@ -110,6 +111,31 @@ def pin_shared(existing: m.Manifest, engines_dir: Path) -> tuple[m.Manifest, lis
             notes.append(f"kept pin {sha[:12]}… ({pin.label}): its file is not in {engines_dir}")
             out.pins[sha] = pin
     return out, notes
+
+
+def pin_corpus(out: m.Manifest, existing: m.Manifest) -> tuple[list[str], set[str]]:
+    """Add to ``out`` the pins of tests/data/engines files that are plausible installs (INDEX.md
+    column ``pin``: a main-branch or release commit) and that the transform patches."""
+    notes, pinned = [], set()
+    for row in engine_corpus.corpus_files("ple_layer.py"):
+        data = engine_corpus.check(row)
+        if not row.plausible_install:
+            notes.append(f"not pinned: {row.label} ({row.repository}): test data only (INDEX.md pin: no)")
+            continue
+        try:
+            from ple4patch.transform import patch_source
+
+            patch_source(data.decode("utf-8"))
+        except Ple4Error as exc:
+            notes.append(f"not pinned: {row.label}: the transform refuses it: {exc}")
+            continue
+        label = f"1Cat-vLLM {row.release or 'main'} {row.commit[:8]}"
+        pin = make_pin(data, str(row.path), label, VERSION_RANGES.get(row.commit[:8], ""),
+                       existing.by_pristine(row.sha256),
+                       note=f"{row.repository} {row.commit}: {row.shape.split('. ')[0]}")
+        out.pins[pin.pristine_sha256] = pin
+        pinned.add(pin.pristine_sha256)
+    return notes, pinned
 
 
 def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
@@ -191,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     shipped_old = load_existing(SHIPPED)
     shipped_new, notes = pin_shared(shipped_old, args.engines)
+    shipped_new = m.Manifest(dict(shipped_new.pins))  # never the loaded object itself
+    corpus_notes, corpus_shas = pin_corpus(shipped_new, shipped_old)
+    notes = [n for n in notes if not any(n.startswith(f"kept pin {sha[:12]}") for sha in corpus_shas)]
+    notes += corpus_notes
     test_old = load_existing(TEST_MANIFEST)
     test_new, more = pin_standin(test_old)
     notes += more

@@ -5,17 +5,42 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.codemod import CodemodCommand, CodemodContext
 
 from ..errors import TransformError
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
-from ._common import BLOCK_BEGIN, injected_modules
+from ._common import BLOCK_BEGIN, class_methods, find_class, injected_modules
 from .dispatch import NgramEmbeddingDispatch
+from .facilities import RequireEngineFacilities
 from .imports import AddInjectedImports
 from .inject import InjectBlock
 from .load_weights import LoadWeightsDispatch
+from .wrap import SELF_NGRAM, NgramEmbeddingWrap, has_plain_assignment
 
+# In order; NgramEmbeddingDispatch stands for the change that builds the NVFP4 table, which is
+# NgramEmbeddingWrap in the earlier engine shape (see ngram_embedding_transform).
 TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
+NEEDS_INJECTED = (AddInjectedImports, InjectBlock)
+# Checks that change nothing; they run on the original tree after the transforms, so a file that
+# misses a structural anchor is reported by that anchor first.
+CHECKS = (RequireEngineFacilities,)
+
+
+def ngram_embedding_transform(tree: cst.Module) -> type[CodemodCommand]:
+    """The codemod for the engine's shape: a dispatch (an ``if`` chain that assigns
+    ``self.ngram_embedding``) gets a first branch; a single plain assignment is wrapped."""
+    _, cls = find_class(tree)
+    inits = class_methods(cls, "__init__")
+    if len(inits) == 1:
+        init = inits[0][1]
+        chains = [
+            s for s in init.body.body  # type: ignore[union-attr]
+            if isinstance(s, cst.If) and m.findall(s, SELF_NGRAM)
+        ]
+        if not chains and has_plain_assignment(init):
+            return NgramEmbeddingWrap
+    return NgramEmbeddingDispatch
 
 
 def _sentinel_count(text: str) -> int:
@@ -54,11 +79,16 @@ def patch_source(source: str) -> str:
         raise TransformError("module", f"does not parse as Python: {str(exc).splitlines()[0]}") from None
     injected = injected_modules()
     context = CodemodContext()
+    original = tree
     for transform in TRANSFORMS:
-        if transform in (AddInjectedImports, InjectBlock):
+        if transform is NgramEmbeddingDispatch:
+            transform = ngram_embedding_transform(tree)
+        if transform in NEEDS_INJECTED:
             tree = _run(transform(context, injected), tree)
         else:
             tree = _run(transform(context), tree)
+    for check in CHECKS:
+        _run(check(context, injected), original)
     out = tree.code
     if _sentinel_count(out) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")

@@ -69,6 +69,7 @@ def import_engine_file(text: str, directory: Path, tag: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    torch_utils.new_process()  # each engine file is imported as by a fresh engine process
     spec.loader.exec_module(module)
     torch_utils.activate(module)
     return module
@@ -109,20 +110,91 @@ def make_config(geometry: Geometry = Geometry(), **overrides):
     return Qwen4ExpTextConfig(**values)
 
 
+@contextlib.contextmanager
+def engine_config(vllm_config=None, **kernel):
+    """A current vLLM config, as the engine sets one around model construction and loading
+    (``set_current_vllm_config``); ``kernel`` sets KernelConfig fields (e.g. the resolved
+    ``ple_disk_cascade_active`` or ``ple_pinned_decode_active``)."""
+    standin_vllm()
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    vllm_config = vllm_config if vllm_config is not None else VllmConfig()
+    for key, value in kernel.items():
+        setattr(vllm_config.kernel_config, key, value)
+    with set_current_vllm_config(vllm_config):
+        yield vllm_config
+
+
+def current_or_engine_config():
+    """The config already current (a test's own, say with a parallel config), else a default one."""
+    standin_vllm()
+    from vllm.config import get_current_vllm_config_or_none
+
+    return contextlib.nullcontext() if get_current_vllm_config_or_none() is not None else engine_config()
+
+
+def _embedding_kwargs(module, prefix: str) -> dict:
+    # What the file's own Qwen4ExpPLELayer passes: layer_name=prefix where the embedding takes it
+    # (1Cat-vLLM a223f046 and later), nothing in the earlier versions (12f2ad43, 45d0a3bb).
+    import inspect
+
+    params = inspect.signature(module.Qwen4ExpNGramEmbedding.__init__).parameters
+    return {"layer_name": prefix.rsplit(".", 1)[0]} if "layer_name" in params else {}
+
+
 def build(module, config, geometry: Geometry = Geometry(), *, prefix: str = PREFIX, quant_config=None,
           params_dtype=torch.float16):
-    """Construct the module's Qwen4ExpNGramEmbedding as Qwen4ExpPLELayer does."""
-    return module.Qwen4ExpNGramEmbedding(
-        config,
-        geometry.ngram_heads * geometry.head_dim,
-        0,
-        16,
-        2,
-        prefix=prefix,
-        layer_name=prefix.rsplit(".", 1)[0],
-        quant_config=quant_config,
-        params_dtype=params_dtype,
-    )
+    """Construct the module's Qwen4ExpNGramEmbedding as Qwen4ExpPLELayer does, inside the current
+    config (a default one when none is set, as the engine always has one during construction)."""
+    with current_or_engine_config():
+        return module.Qwen4ExpNGramEmbedding(
+            config,
+            geometry.ngram_heads * geometry.head_dim,
+            0,
+            16,
+            2,
+            prefix=prefix,
+            quant_config=quant_config,
+            params_dtype=params_dtype,
+            **_embedding_kwargs(module, prefix),
+        )
+
+
+# The model-level path: the checkpoint names of the HF export, handed down
+# Qwen4ExpForConditionalGeneration -> Qwen4ExpForCausalLM -> Qwen4ExpModel -> AutoWeightsLoader
+# -> Qwen4ExpNGramEmbedding.load_weights (tests/e2e/standin_vllm/vllm/models/qwen4_exp/nvidia/model.py).
+HF_LAYER = "model.language_model.layers.{layer}.ple.ple_embedding."
+PLE_LAYER_IDS = (2,)  # 1-based, as in the config: the PLE sits on layers.1
+
+
+def build_model(module, config, geometry: Geometry = Geometry(), *, quant_config=None, params_dtype=torch.float16):
+    """The stand-in Qwen4ExpForConditionalGeneration over the module's PLE embedding."""
+    from vllm.models.qwen4_exp.nvidia.model import Qwen4ExpForConditionalGeneration
+
+    config.ple_layer_ids = list(PLE_LAYER_IDS)
+    config.ple_embed_dim = geometry.ngram_heads * geometry.head_dim
+    with current_or_engine_config():
+        return Qwen4ExpForConditionalGeneration(
+            module, config, quant_config=quant_config, params_dtype=params_dtype
+        )
+
+
+def model_embedding(model):
+    layer = PLE_LAYER_IDS[0] - 1
+    return model.language_model.model.layers[layer].ple.ple_embedding
+
+
+def hf_checkpoint(tensors: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """The embedding's tensors under their names in the HF checkpoint, with the neighbours a real
+    checkpoint has: an MTP tensor (skipped by the engine), lm_head and another layer's weight."""
+    prefix = HF_LAYER.format(layer=PLE_LAYER_IDS[0] - 1)
+    named = [(prefix + name, t) for name, t in tensors]
+    return [
+        ("model.language_model.layers.0.input_layernorm.weight", torch.ones(4)),
+        *named,
+        ("mtp.layers.0.ple.ple_embedding.ngram_embedding.shard_0.weight", torch.zeros(1)),
+        ("lm_head.weight", torch.full((4,), 2.0)),
+    ]
 
 
 def finish_loading(model: torch.nn.Module) -> None:

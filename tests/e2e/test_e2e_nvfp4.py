@@ -20,9 +20,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tools import engine_corpus  # noqa: E402
 import enginekit  # noqa: E402
 import harness as h  # noqa: E402  (sets TRITON_INTERPRET=1 without CUDA)
 from ple4patch.kernels.nvfp4 import dequant_reference  # noqa: E402
+from ple4patch.errors import TransformError  # noqa: E402
 from ple4patch.transform import patch_source  # noqa: E402
 
 DEVICE = "cuda" if h.HAS_CUDA else "cpu"
@@ -42,6 +44,14 @@ def _engine_sources() -> list:
         params.append(pytest.param(None, marks=pytest.mark.skip(reason="../shared/engines is absent"), id="no-shared"))
     for row in rows:
         params.append(pytest.param((row.folder, row.path), id=row.folder))
+    # The real files stored in tests/data/engines that the transform patches (the refused ones
+    # are checked in tests/test_transform_shapes.py).
+    for row in engine_corpus.corpus_files("ple_layer.py"):
+        try:
+            patch_source(engine_corpus.check(row).decode("utf-8"))
+        except TransformError:
+            continue
+        params.append(pytest.param((row.label, row.path), id=row.label))
     return params
 
 
@@ -96,14 +106,22 @@ def _clean_env(monkeypatch):
 
 
 def build_loaded(module, *, layout="rowpacked", per_shard=False, seed=1, geometry=G, scales_as_e4m3=True):
-    model = h.build(module, h.make_config(geometry), geometry)
+    """The module's NVFP4 embedding inside the stand-in Qwen4ExpForConditionalGeneration, loaded
+    from a synthetic HF checkpoint through the model-level name path."""
+    top = h.build_model(module, h.make_config(geometry), geometry)
+    model = h.model_embedding(top)
     emb = model.ngram_embedding
     table = h.random_table(emb.org_vocab_size, geometry.head_dim, seed)
     tensors = h.checkpoint(table, geometry.split_ngram_parts, geometry.head_dim, layout=layout,
                            global_scale=SCALE, scale_per_shard=per_shard, scales_as_e4m3=scales_as_e4m3)
     buffers = h.buffers_of(model)
-    loaded = model.load_weights(iter(tensors + buffers))
-    h.finish_loading(model)
+    with h.current_or_engine_config():
+        loaded_full = top.load_weights(iter(h.hf_checkpoint(tensors + buffers)))
+        h.finish_loading(top)
+    inner = "language_model.model.layers.1.ple.ple_embedding."
+    assert {"language_model.lm_head.weight", "language_model.model.layers.0.input_layernorm.weight"} <= loaded_full
+    assert not any("mtp" in name for name in loaded_full)  # the engine skips the MTP tensors
+    loaded = {name[len(inner):] for name in loaded_full if name.startswith(inner)}
     for name, value in buffers:  # the stock loader got every non-table weight
         assert name in loaded and torch.equal(getattr(model, name), value), name
     return model, table, loaded, tensors
@@ -248,7 +266,10 @@ def test_offload_process_is_refused(standin_engine):
 
 
 def test_cascade_is_refused_where_the_engine_has_it(engine_15a8):
-    with h.knobs(cascade=True), pytest.raises(RuntimeError, match="cascade"):
+    # The engine resolves the cascade into KernelConfig.ple_disk_cascade_active
+    # (runtime_defaults.py 51c0f972, _qwen4exp_ple_cascade_requested), which both
+    # ple_cascade_configured() and ple_offload_enabled() read.
+    with h.engine_config(ple_disk_cascade_active=True), pytest.raises(RuntimeError, match="cascade"):
         h.build(engine_15a8, h.make_config())
 
 
@@ -257,7 +278,7 @@ def test_gguf_is_refused(standin_engine):
 
     with pytest.raises(RuntimeError, match="GGUF"):
         h.build(standin_engine, h.make_config(), quant_config=GGUFConfig())
-    with h.knobs(gguf_pinned_decode=True), pytest.raises(RuntimeError, match="GGUF"):
+    with h.engine_config(ple_pinned_decode_active=True), pytest.raises(RuntimeError, match="GGUF"):
         h.build(standin_engine, h.make_config())
 
 

@@ -1,4 +1,14 @@
-"""Stand-in vllm.config: a current config with the fields the PLE layer reads."""
+"""Stand-in vllm.config: the current config and the fields the PLE layer and the loader read.
+
+Mirrors vllm/config/vllm.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91
+(2026-08-22): ``get_current_vllm_config()`` raises AssertionError outside a
+``set_current_vllm_config(...)`` context; ``get_current_vllm_config_or_none()`` returns None
+there. The KernelConfig fields are those the PLE placement switches read:
+``ple_disk_cascade`` / ``ple_disk_cascade_active`` (vllm/platforms/runtime_defaults.py at
+51c0f97201a70a644a80ac21d292a15eff0dc4e6, ``_qwen4exp_ple_cascade_requested``) and
+``ple_pinned_decode_active`` (vllm/model_executor/kernels/ple/gguf_pinned.py,
+``pinned_decode_active``).
+"""
 
 import contextlib
 from dataclasses import dataclass, field
@@ -27,6 +37,17 @@ class LoadConfig:
 
 
 @dataclass
+class KernelConfig:
+    ple_disk_cascade: bool = True  # requested (on by default); resolved into the next field
+    ple_disk_cascade_active: bool = False
+    ple_disk_cascade_reason: str | None = None
+    ple_pinned_decode_active: bool = False
+    ple_disk_release_pages: bool = False
+    ple_disk_row_gather: bool = False
+    ple_disk_row_readers: dict = field(default_factory=dict)
+
+
+@dataclass
 class VllmConfig:
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     model_config: ModelConfig = field(default_factory=ModelConfig)
@@ -37,29 +58,32 @@ class VllmConfig:
             tensor_parallel_size=1, local_world_size=1, data_parallel_size_local=1
         )
     )
-    kernel_config: object = field(
-        default_factory=lambda: SimpleNamespace(
-            ple_disk_release_pages=False, ple_disk_row_gather=False, ple_disk_row_readers={}
-        )
-    )
+    kernel_config: KernelConfig = field(default_factory=KernelConfig)
 
 
-_current = VllmConfig()
+_current_vllm_config: VllmConfig | None = None
 
 
 def get_current_vllm_config() -> VllmConfig:
-    return _current
+    if _current_vllm_config is None:
+        raise AssertionError(
+            "Current vLLM config is not set. This typically means "
+            "get_current_vllm_config() was called outside of a "
+            "set_current_vllm_config() context, or a CustomOp was instantiated "
+            "at module import time or model forward time when config is not set."
+        )
+    return _current_vllm_config
 
 
-def get_current_vllm_config_or_none() -> VllmConfig:
-    return _current
+def get_current_vllm_config_or_none() -> VllmConfig | None:
+    return _current_vllm_config
 
 
 @contextlib.contextmanager
-def set_current_vllm_config(config: VllmConfig):
-    global _current
-    previous, _current = _current, config
+def set_current_vllm_config(vllm_config: VllmConfig, check_compile=False, prefix: str | None = None):
+    global _current_vllm_config
+    previous, _current_vllm_config = _current_vllm_config, vllm_config
     try:
-        yield config
+        yield vllm_config
     finally:
-        _current = previous
+        _current_vllm_config = previous

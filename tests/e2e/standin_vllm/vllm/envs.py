@@ -1,4 +1,7 @@
-"""Stand-in vllm.envs: the variables read through the environment at access time."""
+"""Stand-in vllm.envs: the variables read through the environment at access time.
+
+Mirrors vllm/envs.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 import os
 

@@ -1,4 +1,7 @@
-"""Stand-in vllm.forward_context."""
+"""Stand-in vllm.forward_context.
+
+Mirrors vllm/forward_context.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,7 @@
-"""Stand-in vllm.logger."""
+"""Stand-in vllm.logger.
+
+Mirrors vllm/logger.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 import logging
 

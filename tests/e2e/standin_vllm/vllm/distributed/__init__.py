@@ -1,4 +1,7 @@
-"""Stand-in vllm.distributed: one process simulates one tensor-parallel rank."""
+"""Stand-in vllm.distributed: one process simulates one tensor-parallel rank.
+
+Mirrors vllm/distributed/__init__.py (re-exported from vllm/distributed/parallel_state.py and communication_op.py) of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 from vllm import _standin
 

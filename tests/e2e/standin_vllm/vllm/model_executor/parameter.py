@@ -1,4 +1,6 @@
-"""Stand-in vLLM parameters: plain parameters with a weight_loader attribute."""
+"""Stand-in vLLM parameters: plain parameters with a weight_loader attribute (constructors as
+vllm/model_executor/parameter.py in 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91: PerTensorScaleParameter(**kwargs),
+ModelWeightParameter with its bases' constructor)."""
 
 import torch
 from torch import nn
@@ -19,4 +21,5 @@ class ModelWeightParameter(BasevLLMParameter):
 
 
 class PerTensorScaleParameter(BasevLLMParameter):
-    pass
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)

@@ -1,4 +1,7 @@
-"""Stand-in: whether pinned memory is available is a test knob."""
+"""Stand-in: whether pinned memory is available is a test knob.
+
+Mirrors vllm/utils/platform_utils.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 from vllm import _standin
 

@@ -1,5 +1,7 @@
 """Stand-in VocabParallelEmbedding: rows split over tensor-parallel ranks, masked lookups.
 
+Mirrors vllm/model_executor/layers/vocab_parallel_embedding.py (plus the keyword-only quant_method every real ple_layer.py passes, added after that commit) of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+
 Written for the tests: rank r of n holds the padded rows [r * R/n, (r + 1) * R/n); ids outside
 its range read row 0 and come out as zeros; the all-reduce is the identity (one rank).
 """
@@ -59,7 +61,7 @@ def get_masked_input_and_mask(input_, org_vocab_start_index, org_vocab_end_index
 
 class VocabParallelEmbedding(nn.Module):
     def __init__(self, num_embeddings, embedding_dim, params_dtype=None, org_num_embeddings=None,
-                 padding_size=64, quant_config=None, prefix="", quant_method=None):
+                 padding_size=64, quant_config=None, prefix="", *, quant_method=None):
         super().__init__()
         self.prefix = prefix
         self.tp_size = get_tensor_model_parallel_world_size()

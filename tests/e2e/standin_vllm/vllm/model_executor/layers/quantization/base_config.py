@@ -1,4 +1,6 @@
-"""Stand-in quantization base classes."""
+"""Stand-in quantization base classes (vllm/model_executor/layers/quantization/base_config.py in
+1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91: QuantizeMethodBase is an ABC with abstract create_weights/apply;
+QuantizationConfig.__init__ takes no argument)."""
 
 from abc import ABC, abstractmethod
 
@@ -20,7 +22,8 @@ class QuantizeMethodBase(ABC):
 
 
 class QuantizationConfig:
-    packed_modules_mapping: dict = {}
+    def __init__(self):
+        self.packed_modules_mapping: dict = {}
 
     def get_name(self) -> str:
         return type(self).__name__.lower()

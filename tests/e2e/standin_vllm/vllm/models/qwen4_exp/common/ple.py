@@ -1,9 +1,13 @@
 """Stand-in of the engine's PLE helpers that ple_layer.py imports.
 
 copy_ple_embedding_shard_ (used by the FP8 path the tests build) and the host-budget helpers
-(which the NVFP4 table reads) do real work, after vllm/models/qwen4_exp/common/ple.py of
-1CatAI/1Cat-vLLM at 04d890fc826002187863162208bf77c9b97bc8dc; the other placement helpers of the
-pre-Ampere split and the cascade are not reached here.
+(which the NVFP4 table reads) do real work; the other placement helpers of the pre-Ampere split
+and the cascade are not reached here.
+
+Mirrors vllm/models/qwen4_exp/common/ple.py of 1CatAI/1Cat-vLLM: no whole real file is available here
+(commit 04d890fc826002187863162208bf77c9b97bc8dc holds the path); the host-budget helpers follow
+that commit, ple_cascade_configured follows the public index's version of 20105 characters, the
+rest only provides the names ple_layer.py imports.
 """
 
 import math
@@ -109,4 +113,12 @@ def ple_host_reserve_bytes(host_total_bytes):
 
 
 def ple_cascade_configured() -> bool:
-    return _standin.cascade
+    """Mirrors vllm/models/qwen4_exp/common/ple.py of 1CatAI/1Cat-vLLM (the public index's version
+    of 20105 characters): the overflow cascade is on when the resolved config's kernel_config has
+    ``ple_disk_cascade_active`` (set by ``_qwen4exp_ple_cascade_requested``)."""
+
+    from vllm.config import get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    kernel = getattr(config, "kernel_config", None)
+    return bool(getattr(kernel, "ple_disk_cascade_active", False))

@@ -1,4 +1,8 @@
-"""Stand-in: GGUF PLE classes (never built in these tests)."""
+"""Stand-in: GGUF PLE classes (never built in these tests).
+
+Mirrors vllm/models/qwen4_exp/nvidia/gguf_embedding.py of 1CatAI/1Cat-vLLM: no real source of it is available here (added after
+ae13773a0deebf583022613c4508e5072cedef91); it only provides the names the real ple_layer.py files import.
+"""
 
 from vllm.model_executor.layers.quantization.base_config import QuantizeMethodBase
 

@@ -1,4 +1,7 @@
-"""Stand-in FP8 parameter helpers."""
+"""Stand-in FP8 parameter helpers.
+
+Mirrors vllm/model_executor/layers/quantization/utils/fp8_utils.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+"""
 
 import torch
 
