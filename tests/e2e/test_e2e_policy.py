@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 
 import harness as h  # noqa: E402
 import policy_harness as ph  # noqa: E402
-from test_e2e_nvfp4 import ENGINES, bits, build_loaded, engine_dir, load_engine, reference, standin_engine  # noqa: E402,F401
+from test_e2e_nvfp4 import ENGINES, bits, build_loaded, engine_15a8, engine_dir, load_engine, reference, standin_engine  # noqa: E402,F401
 
 from ple4patch.transform import patch_policy_source  # noqa: E402
 
@@ -71,3 +71,15 @@ def test_patched_policy_pins_the_table_in_the_worker(monkeypatch, standin_engine
 def test_patched_policy_refuses_an_explicit_offload_before_any_worker(monkeypatch):
     with pytest.raises(ValueError, match=r"^ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but VLLM_PLE_CPU_OFFLOAD=1"):
         start_up(monkeypatch, patched=True, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
+
+
+def test_under_the_stock_policy_an_admitted_cascade_is_refused_naming_the_option(monkeypatch, engine_15a8):
+    """The half-patched case (a release whose policy file ple4patch did not patch, or a kill
+    between the two replaces): the cascade the stock policy admitted reaches the worker, and the
+    patched layer's one line names the kernel-config option, not a variable the user never set."""
+    _placement, admitted = start_up(monkeypatch, patched=False)
+    assert admitted
+    with pytest.raises(RuntimeError) as err:
+        in_worker(monkeypatch, {}, admitted, engine_15a8)
+    line = str(err.value)
+    assert "disk cascade" in line and "--kernel-config '{\"ple_disk_cascade\": false}'" in line and "\n" not in line
