@@ -1,7 +1,6 @@
 """Write a plan to disk, restore a backup, and tidy what killed runs left: under the venv lock.
 
-`locked_set` holds the lock and reads the set of files afresh under it (`locked_assessment`:
-the layer alone); `write_set` lands one `plan.Plan` per file that needs one: first every
+`locked_set` holds the lock and reads the set of files afresh under it; `write_set` lands one `plan.Plan` per file that needs one: first every
 backup (a stale one set aside, a local pin recorded for an unpinned file), then, when more than
 one file is replaced, the journal, then the replaces, then the journal is removed and the
 bytecode cleaned. Any failure before the first replace takes every step back through one
@@ -30,39 +29,7 @@ from .fileset import SetAssessment, assess_set
 from .paths import local_pins_path, rel_of, set_aside_backups, temp_leftovers
 from .plan import Plan
 from .sentinel import PATCH_ID
-from .state import Assessment, BackupState, State, assess
-
-
-@contextlib.contextmanager
-def locked_assessment(
-    engine: Engine,
-    base: Manifest,
-    lock_timeout: float | None,
-    nothing_to_write: Callable[[Assessment], bool],
-) -> Iterator[tuple[Assessment, Manifest, NotWritable | None]]:
-    """Hold the venv lock and yield the target's state read afresh under it (local pins too).
-
-    When the venv cannot be written (read-only file system, no permission) and
-    `nothing_to_write(state)` says the command has nothing to write, there is no error: it
-    yields the state read without the lock and the NotWritable (None when locked), and the
-    command must then write nothing. A command with nothing to do needs no write access.
-    """
-    with contextlib.ExitStack() as stack:
-        not_writable: NotWritable | None = None
-        try:
-            fsio.check_writable(engine.state_dir)
-            fsio.check_writable(engine.target_dir)
-            fsio.refuse_symlink(engine.target)
-            stack.enter_context(fsio.locked(engine.state_dir, lock_timeout))
-        except NotWritable as err:  # e.g. a read-only image patched when it was built
-            not_writable = err
-        full = manifest_mod.with_local(base, engine.target)
-        a = assess(engine, full)
-        if not_writable is not None and not nothing_to_write(a):
-            raise not_writable
-        if a.state is State.MISSING:
-            engine.require_target()
-        yield a, full, not_writable
+from .state import Assessment, BackupState, State
 
 
 def with_local_pins(base: Manifest, engine: Engine) -> Manifest:
@@ -80,8 +47,14 @@ def locked_set(
     lock_timeout: float | None,
     nothing_to_write: Callable[[SetAssessment], bool],
 ) -> Iterator[tuple[SetAssessment, Manifest, NotWritable | None]]:
-    """`locked_assessment` for the whole set: every file (and the journal) read afresh under
-    the lock; the policy file's directory must be writable too."""
+    """Hold the venv lock and yield the set read afresh under it (every file, its local pins and
+    the journal); the directories of every file of the set must be writable.
+
+    When the venv cannot be written (read-only file system, no permission) and
+    `nothing_to_write(set)` says the command has nothing to write, there is no error: it
+    yields the set read without the lock and the NotWritable (None when locked), and the
+    command must then write nothing. A command with nothing to do needs no write access.
+    """
     with contextlib.ExitStack() as stack:
         not_writable: NotWritable | None = None
         try:

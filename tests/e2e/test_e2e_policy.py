@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 
 import harness as h  # noqa: E402
 import policy_harness as ph  # noqa: E402
-from test_e2e_nvfp4 import ENGINES, bits, build_loaded, engine_15a8, engine_dir, load_engine, reference, standin_engine  # noqa: E402,F401
+from test_e2e_nvfp4 import bits, build_loaded, engine_15a8, engine_dir, reference, standin_engine  # noqa: E402,F401 (fixtures)
 
 from ple4patch.transform import patch_policy_source  # noqa: E402
 
