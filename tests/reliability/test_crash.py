@@ -304,3 +304,29 @@ def test_set_revert_killed(point, rerun, patched_set_tpl, set_pins, tmp_path):
     proc = kit.run_real(rerun, venv, "--json", env=set_env(set_pins))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_set_converged(venv, set_pins, patched=rerun == "apply")
+
+
+@pytest.mark.parametrize("point", ["after-journal", "between-replaces"])
+def test_set_apply_ctrl_c(point, set_tpl, set_pins, tmp_path):
+    """Ctrl-C in a set's apply: before the first replace everything is taken back (backups,
+    journal); between the replaces the journal stays and the next apply finishes the set."""
+    import subprocess
+
+    from ple4patch.errors import EXIT_INTERRUPTED
+
+    venv = kit.clone(set_tpl, tmp_path / "venv")
+    before = kit.tree_hash(venv)
+    proc = subprocess.Popen([kit.PY, "-m", "ple4patch", "apply", str(venv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=set_env(set_pins, **{FAULT_ENV: f"sleep:{point}"}))
+    assert f"fault point {point}: sleeping" in proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    if point == "after-journal":
+        assert kit.tree_hash(venv) == before, "an interrupted set apply left something behind"
+    else:
+        check_set_after_kill(venv, set_pins, True, False, True, True)
+    proc = kit.run_real("apply", venv, env=set_env(set_pins))
+    assert proc.returncode == 0, proc.stderr
+    check_set_converged(venv, set_pins, patched=True)
