@@ -6,12 +6,16 @@ flags (bit 0: hash-based, bit 1: checked), then a source hash, or a source mtime
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib.util
 import os
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fsio
+from . import fsio, readfile
+from .errors import StaleBytecode
 from .paths import pycs
 
 HEADER_SIZE = 16
@@ -33,9 +37,8 @@ class PycHeader:
     @classmethod
     def read(cls, pyc: Path) -> "PycHeader | None":
         """The header of a pyc file; None when unreadable or too short."""
-        try:
-            with open(pyc, "rb") as fh:
-                return cls.parse(fh.read(HEADER_SIZE))
+        try:  # never blocks on a FIFO, never reads a device
+            return cls.parse(readfile.read_regular(pyc, head=HEADER_SIZE))
         except OSError:
             return None
 
@@ -70,15 +73,89 @@ class PycHeader:
         return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
 
 
+def would_run_instead(pyc: Path, source: bytes | None) -> bool:
+    """Would an interpreter run this pyc without checking it against `source`, and is it not
+    compiled from `source`? (An unchecked-hash pyc of other bytes; another Python's unchecked
+    pyc counts too, since its source hash cannot be checked here.)"""
+    header = PycHeader.read(pyc)
+    if header is None or not header.hash_based or header.checked:
+        return False  # unreadable / not a pyc (rejected at import), or validated at import
+    return source is None or not header.hash_matches(source)
+
+
+def _unlink_pyc(pyc: Path) -> None:
+    """Remove one pyc; never through a symlinked `__pycache__` (that would write outside
+    site-packages): that is an OSError like any other failure to remove it."""
+    cache = pyc.parent
+    if os.path.islink(cache):
+        raise OSError(errno.EXDEV, f"{cache} is a symlink (to {os.readlink(cache)}); ple4patch does not "
+                                   f"write outside site-packages")
+    os.unlink(pyc)
+
+
+def _owner(path: Path) -> str:
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def clean_pycache_noted(target: Path, *, venv: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Remove every `__pycache__/<stem>.*.pyc` of the target, after it was written.
+
+    Returns (removed, notes). A pyc that cannot be removed but cannot change what Python runs
+    (a timestamp or checked-hash pyc, validated at import; something that is not a pyc) is a
+    note. One the interpreter would run instead of the new bytes (an unchecked-hash pyc of
+    other bytes) raises StaleBytecode: the target is written, Python would run the old code.
+    """
+    removed: list[Path] = []
+    notes: list[str] = []
+    blocking: list[tuple[Path, str]] = []
+    try:
+        source: bytes | None = readfile.read_regular(target)
+    except OSError:
+        source = None
+    for pyc in pycs(target):
+        try:
+            _unlink_pyc(pyc)
+            removed.append(pyc)
+            continue
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if would_run_instead(pyc, source):
+            blocking.append((pyc, why))
+        else:
+            notes.append(f"could not remove {pyc} ({why}); harmless: Python checks it against the "
+                         f"source, or cannot use it, and compiles the file itself")
+    if removed:
+        with contextlib.suppress(OSError):
+            fsio.fsync_dir(target.parent / "__pycache__")
+    if blocking:
+        pyc, why = blocking[0]
+        again = f"ple4patch apply {venv}" if venv is not None else "the same ple4patch command"
+        raise StaleBytecode(
+            f"{target} holds its new bytes, but {pyc} is an unchecked-hash pyc of other bytes that "
+            f"Python would run instead of the file, and it cannot be removed ({why}): run `{again}` "
+            f"again as a user who can write in {pyc.parent} (its owner: {_owner(pyc.parent)})"
+        )
+    return removed, notes
+
+
 def clean_pycache(target: Path) -> list[Path]:
-    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode)."""
-    return fsio.unlink_all(pycs(target))
+    """Remove `__pycache__/<stem>.*.pyc` of the target (stale bytecode); see `clean_pycache_noted`."""
+    return clean_pycache_noted(target)[0]
 
 
 def stale_pycache(target: Path) -> list[Path]:
     """The target's pycs that are not provably compiled from its current bytes (reads only)."""
     try:
-        source = target.read_bytes()
+        source = readfile.read_regular(target)
         st = os.stat(target)
     except OSError:
         return []
@@ -95,23 +172,37 @@ def unchecked_stale_pycache(target: Path) -> list[Path]:
     source (unchecked-hash pycs not compiled from its current bytes). Timestamp and
     checked-hash pycs are validated at import, so a stale one only costs a recompile."""
     try:
-        source = target.read_bytes()
+        source = readfile.read_regular(target)
     except OSError:
         return []
-    out = []
-    for pyc in pycs(target):
-        header = PycHeader.read(pyc)
-        if header is None:
-            continue  # unreadable, or rejected at import
-        if header.hash_based and not header.checked and not header.hash_matches(source):
-            out.append(pyc)
-    return out
+    return [pyc for pyc in pycs(target) if would_run_instead(pyc, source)]
 
 
 def clean_stale_pycache(target: Path) -> list[Path]:
     """Remove the target's pycs that are not provably compiled from its current bytes.
 
     For runs that find nothing to write (already patched, nothing to revert): a run killed
-    between the replace and `clean_pycache` leaves stale bytecode behind it.
+    between the replace and `clean_pycache` leaves stale bytecode behind it. A harmless one
+    that cannot be removed stays (the next run does not fail on it); one Python would run
+    instead of the file raises StaleBytecode.
     """
-    return fsio.unlink_all(stale_pycache(target))
+    try:
+        source: bytes | None = readfile.read_regular(target)
+    except OSError:
+        source = None
+    removed = []
+    for pyc in stale_pycache(target):
+        try:
+            _unlink_pyc(pyc)
+            removed.append(pyc)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if would_run_instead(pyc, source):
+                raise StaleBytecode(
+                    f"{pyc} is an unchecked-hash pyc of other bytes than {target}: Python would run it "
+                    f"instead of the file, and it cannot be removed ({exc.strerror or exc}): run the "
+                    f"same ple4patch command again as a user who can write in {pyc.parent} (its "
+                    f"owner: {_owner(pyc.parent)})"
+                ) from None
+    return removed

@@ -18,6 +18,7 @@ Shell completion (click): `eval "$(_PLE4PATCH_COMPLETE=bash_source ple4patch)"`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -38,18 +39,48 @@ json_option = click.option(
 venv_argument = click.argument("venv", required=False, metavar="[VENV]")
 
 
+def _printable_streams() -> None:
+    """Paths are bytes: one the output encoding cannot represent (non-UTF-8 bytes, a C locale)
+    is written as its own bytes (UTF-8 streams) or escaped, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        utf8 = (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
+        with contextlib.suppress(Exception):
+            reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
+
+
 def _emit(result: Result, as_json: bool, error_line: str | None = None) -> None:
     """Print `result` (one JSON object, or its body and verdict; a failure's one line on
-    stderr) and exit with its code."""
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
-    elif error_line is not None:
-        click.echo(error_line, err=True)
-    else:
-        if result.output:
-            click.echo(result.output, nl=False)
-        click.echo(result.message)
+    stderr) and exit with its code. A closed stdout, a broken pipe or a full disk under the
+    output changes nothing: the action happened, its exit code stands, nothing more is said."""
+    _printable_streams()
+    try:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
+        elif error_line is not None:
+            click.echo(error_line, err=True)
+        else:
+            if result.output:
+                click.echo(result.output, nl=False)
+            click.echo(result.message)
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except OSError:  # EPIPE, EBADF, ENOSPC on the output: the result stands
+        _silence_output()
     sys.exit(result.exit_code)
+
+
+def _silence_output() -> None:
+    """Point stdout/stderr at /dev/null so that the interpreter's last flush cannot fail."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def run_command(command: str, as_json: bool, thunk: Callable[[], Result]) -> None:
@@ -86,7 +117,8 @@ def main() -> None:
     prefix of the Python running ple4patch). Exit codes: 0 done or nothing to
     do, 1 internal error, 2 usage, 3 engine not found, 4 unpinned file,
     5 modified/foreign file, 6 lock timeout, 7 not writable, 8 verify failed,
-    9 selftest failed, 10 checkpoint will not load, 130 interrupted (Ctrl-C).
+    9 selftest failed, 10 checkpoint will not load, 11 written but a stale
+    unchecked-hash pyc would run instead, 130 interrupted (Ctrl-C).
     """
 
 

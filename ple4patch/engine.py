@@ -13,9 +13,9 @@ import base64
 import binascii
 import csv
 import io
-import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +23,13 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .errors import EngineNotFound
+from . import readfile
+from .errors import EngineNotFound, ModifiedFile, NotWritable, UsageError
 from .paths import TARGET_REL
+
+RECORD_LIMIT = 64 * readfile.MiB  # a real RECORD (vllm: thousands of rows) is well under 1 MiB
+METADATA_HEAD = 1 * readfile.MiB  # the headers come first; the description after them is not read
+SMALL_LIMIT = 1 * readfile.MiB  # pyvenv.cfg, direct_url.json
 
 DIST_NAME = "1cat-vllm"  # canonical (PEP 503) name of the fork's distribution
 UPSTREAM_NAME = "vllm"  # upstream vLLM: same import package, not patchable
@@ -81,11 +86,52 @@ class Engine:
         """Where ple4patch keeps its lock and local pins: the root of site-packages."""
         return self.site_packages
 
+    def inside_problem(self) -> str | None:
+        """Why a write to the target would not land inside site-packages: a directory between
+        site-packages and the target that is a symlink (None: every one is a real directory)."""
+        d = self.site_packages
+        for part in Path(TARGET_REL).parts[:-1]:
+            d = d / part
+            try:
+                st = os.lstat(d)
+            except OSError:
+                return None  # absent: the target is missing, require_target says so
+            if stat.S_ISLNK(st.st_mode):
+                return (
+                    f"{d} is a symlink (to {os.readlink(d)}): ple4patch writes only inside "
+                    f"{self.site_packages} and does not write through symlinked directories; install "
+                    f"the engine normally ({reinstall_hint(self)})"
+                )
+            if not stat.S_ISDIR(st.st_mode):
+                return None
+        return None
+
     def require_target(self) -> None:
-        """Raise EngineNotFound unless the target file exists."""
-        if self.target.is_file():
+        """Raise EngineNotFound unless the target file exists; ModifiedFile (exit 5) when a
+        directory on the way to it is a symlink, or something other than a regular file is there."""
+        inside = self.inside_problem()
+        if inside is not None:
+            raise ModifiedFile(inside)
+        found = readfile.what_is(self.target)
+        if found is not None and found.startswith("unreadable"):
+            raise NotWritable(f"cannot read {self.target}: {found}; run as the venv's owner (or with sudo)")
+        if found not in (None, "a regular file", "a symlink"):
+            raise ModifiedFile(
+                f"{self.target} is {found}, not a regular file: nothing written; reinstall the engine "
+                f"({reinstall_hint(self)})"
+            )
+        if os.path.isfile(self.target):
+            if not os.access(self.target, os.R_OK):
+                raise NotWritable(f"cannot read {self.target}: permission denied; run as the venv's owner "
+                                  f"(or with sudo)")
+            size = os.stat(self.target).st_size
+            if size > readfile.DEFAULT_LIMIT:
+                raise ModifiedFile(
+                    f"{self.target} is {size} bytes, far more than any engine source file (modified or "
+                    f"foreign): nothing written; reinstall the engine ({reinstall_hint(self)})"
+                )
             return
-        if self.target.is_symlink():
+        if os.path.islink(self.target):
             raise _refuse(
                 "target_missing",
                 f"{self.target} is a dangling symlink: reinstall the engine "
@@ -139,9 +185,11 @@ def record_hash_to_hex(value: str) -> str | None:
 
 def find_engine(venv: str | os.PathLike | None = None) -> Engine:
     """Locate 1cat-vllm and its target in `venv` (default: `default_venv()`)."""
+    if venv is not None and os.fspath(venv) in ("", b""):
+        raise UsageError("VENV is empty: pass the engine's venv (the directory holding bin/python)")
     venv_path = Path(venv) if venv is not None else default_venv()
     venv_path = Path(os.path.abspath(venv_path))
-    if not venv_path.is_dir():
+    if not os.path.isdir(venv_path):
         raise _refuse("no_venv", f"no such venv: {venv_path} is not a directory")
     candidates = _site_packages_dirs(venv_path)
     if not candidates:
@@ -165,10 +213,10 @@ def _site_packages_dirs(venv: Path) -> list[Path]:
     found: dict[str, Path] = {}
     for lib in ("lib", "lib64"):
         base = venv / lib
-        if not base.is_dir():
+        if not os.path.isdir(base):
             continue
         for sub in sorted(base.glob("python3*/site-packages")):
-            if sub.is_dir():
+            if os.path.isdir(sub):
                 found.setdefault(os.path.realpath(sub), sub)
     return list(found.values())
 
@@ -182,6 +230,11 @@ def _engine_like(site: Path) -> bool:
 
 
 def _choose_site_packages(venv: Path, candidates: list[Path]) -> Path:
+    # The one the venv's own Python imports (pyvenv.cfg says which Python), whatever else exists.
+    version = _pyvenv_python(venv)
+    own = [c for c in candidates if version and c.parent.name == f"python{version}"]
+    if own:
+        return own[0]
     if len(candidates) == 1:
         return candidates[0]
     with_engine = [c for c in candidates if _engine_like(c)]
@@ -204,7 +257,7 @@ def _choose_site_packages(venv: Path, candidates: list[Path]) -> Path:
 
 def _pyvenv_python(venv: Path) -> str | None:
     try:
-        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+        text = readfile.read_regular(venv / "pyvenv.cfg", limit=SMALL_LIMIT).decode("utf-8", "replace")
     except OSError:
         return None
     m = re.search(r"^\s*(?:version|version_info)\s*=\s*(\d+)\.(\d+)", text, re.MULTILINE)
@@ -218,13 +271,24 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
+def _split_dist_info(entry: str) -> tuple[str, str] | None:
+    """(name, version) of a `<name>-<version>.dist-info` entry, else None.
+
+    As the interpreter's importlib.metadata reads it: the suffix in any case, the name up to
+    the first `-` (pip escapes a `-` in the name as `_`), compared canonicalised, so
+    `1cat_vllm`, `1Cat_vLLM`, `1cat.vllm` and `1CAT__VLLM` are all 1cat-vllm, and an unescaped
+    `1cat-vllm-1.5.0.dist-info` is not (the interpreter does not find it either).
+    """
+    if not entry.lower().endswith(".dist-info"):
+        return None
+    name, sep, version = entry[: -len(".dist-info")].partition("-")
+    return (name, version) if sep else None
+
+
 def _dist_name_of(entry: str) -> str | None:
     """Canonical project name of a `<name>-<ver>.dist-info` entry (None otherwise)."""
-    if not entry.endswith(".dist-info"):
-        return None
-    stem = entry[: -len(".dist-info")]
-    name, sep, _ver = stem.partition("-")
-    return canonicalize_name(name) if sep else None
+    split = _split_dist_info(entry)
+    return canonicalize_name(split[0]) if split and split[0] else None
 
 
 def _egg_info_name(entry: str) -> str | None:
@@ -255,7 +319,10 @@ def _editable_marker_name(entry: str) -> str | None:
 
 
 def _find_in_site(venv: Path, site: Path) -> Engine:
-    entries = _listdir(site)
+    try:
+        entries = sorted(os.listdir(site))
+    except OSError as exc:  # not "not installed": this user cannot look
+        raise NotWritable(f"cannot read {site}: {exc.strerror or exc}; run as the venv's owner (or with sudo)") from None
     ours = [e for e in entries if _dist_name_of(e) == DIST_NAME]
     upstream = [e for e in entries if _dist_name_of(e) == UPSTREAM_NAME]
     editable_markers = [e for e in entries if _editable_marker_name(e) == DIST_NAME]
@@ -299,7 +366,10 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
         )
 
     dist_info = site / ours[0]
-    version = _metadata_version(dist_info) or ours[0][: -len(".dist-info")].partition("-")[2]
+    if os.path.islink(dist_info):  # pip never makes one: its RECORD would be read from elsewhere
+        raise _refuse("bad_record", f"{dist_info} is a symlink (to {os.readlink(dist_info)}): a broken install; "
+                                    f"reinstall the engine with pip")
+    version = _metadata_version(dist_info) or (_split_dist_info(ours[0]) or ("", ""))[1]
     if _is_editable(dist_info):
         raise _refuse(
             "editable",
@@ -331,7 +401,7 @@ def _leftover_package(site: Path) -> str:
     """A note on a `vllm` directory left without an engine (e.g. ple4patch's backup after
     `pip uninstall` of a patched engine: pip removes only the files it installed)."""
     pkg = site / "vllm"
-    if pkg.is_symlink() or not pkg.is_dir():
+    if os.path.islink(pkg) or not os.path.isdir(pkg):
         return ""
     names: list[str] = []
     for root, dirs, files in os.walk(pkg):
@@ -348,21 +418,22 @@ def _leftover_package(site: Path) -> str:
 
 def _metadata_version(dist_info: Path) -> str | None:
     try:
-        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    break  # end of the headers
-                key, _, value = line.partition(":")
-                if key.strip().lower() == "version":
-                    return value.strip()
-    except OSError:
+        head = readfile.read_regular(dist_info / "METADATA", head=METADATA_HEAD, follow=False)
+    except OSError:  # absent, not a regular file, unreadable: the dist-info's name says the version
         return None
+    for line in head.decode("utf-8", errors="replace").splitlines():
+        if not line.strip():
+            break  # end of the headers
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "version":
+            value = value.strip()
+            return value if value and len(value) <= 200 and value.isprintable() else None
     return None
 
 
 def _is_editable(dist_info: Path) -> bool:
     try:
-        data = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+        data = readfile.load_json(dist_info / "direct_url.json", limit=SMALL_LIMIT, follow=False)
     except (OSError, ValueError):
         return False
     dir_info = data.get("dir_info") if isinstance(data, dict) else None
@@ -371,22 +442,33 @@ def _is_editable(dist_info: Path) -> bool:
 
 def _read_record(dist_info: Path) -> dict[str, tuple[str | None, int | None]]:
     """RECORD as {normalised relative path: (hex sha256 or None, size or None)}."""
+    record = dist_info / "RECORD"
+
+    def bad(why: str) -> EngineNotFound:
+        return _refuse("bad_record", f"cannot read {record} ({why}): a broken install; reinstall the "
+                                     f"engine with pip")
+
     try:
-        text = (dist_info / "RECORD").read_text(encoding="utf-8")
+        data = readfile.read_regular(record, limit=RECORD_LIMIT, follow=False)
+    except (readfile.NotRegular, readfile.TooLarge) as exc:
+        raise bad(str(exc).replace(f"{record} is ", "it is ", 1)) from None
     except OSError as exc:
-        raise _refuse(
-            "bad_record",
-            f"cannot read {dist_info / 'RECORD'} ({exc.strerror or exc}): a broken install; "
-            f"reinstall the engine with pip",
-        ) from None
+        raise bad(exc.strerror or str(exc)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     rows: dict[str, tuple[str | None, int | None]] = {}
-    for fields in csv.reader(io.StringIO(text)):
-        if not fields:
-            continue
-        path = os.path.normpath(fields[0].replace("\\", "/")).replace(os.sep, "/")
-        digest = record_hash_to_hex(fields[1]) if len(fields) > 1 and fields[1] else None
-        size: int | None = None
-        if len(fields) > 2 and fields[2].strip().isdigit():
-            size = int(fields[2])
-        rows[path] = (digest, size)
+    try:
+        for fields in csv.reader(io.StringIO(text)):
+            if not fields:
+                continue
+            path = os.path.normpath(fields[0].replace("\\", "/")).replace(os.sep, "/")
+            digest = record_hash_to_hex(fields[1]) if len(fields) > 1 and fields[1] else None
+            size: int | None = None
+            if len(fields) > 2 and fields[2].strip().isascii() and fields[2].strip().isdigit() and len(fields[2].strip()) <= 18:
+                size = int(fields[2])
+            rows[path] = (digest, size)
+    except csv.Error as exc:  # a field over csv's size limit, a NUL byte...
+        raise bad(f"not a RECORD: {exc}") from None
     return rows

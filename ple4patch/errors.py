@@ -18,6 +18,7 @@ EXIT_NOT_WRITABLE = 7  # cannot write beside the target (permissions, read-only 
 EXIT_VERIFY_FAILED = 8  # verify: target or backup is not what it must be
 EXIT_SELFTEST_FAILED = 9  # selftest: kernel did not compile or was not bit-exact; torch/triton missing
 EXIT_CHECKPOINT = 10  # inspect: the checkpoint will not load as it is
+EXIT_STALE_BYTECODE = 11  # written, but an unchecked-hash pyc of the old bytes stays: Python would run it
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): stopped; every file is whole (pristine or patched)
 
 
@@ -78,6 +79,14 @@ class SelftestFailed(Ple4Error):
 class CheckpointProblem(Ple4Error):
     exit_code = EXIT_CHECKPOINT
     kind = "checkpoint"
+
+
+class StaleBytecode(Ple4Error):
+    """The target holds its new bytes, but an unchecked-hash pyc of its old bytes could not be
+    removed: the interpreter would run that pyc (the old code) instead of the file."""
+
+    exit_code = EXIT_STALE_BYTECODE
+    kind = "stale_bytecode"
 
 
 class TransformError(Ple4Error):

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from . import readfile
 from .errors import LockTimeout, ModifiedFile, NotWritable
 from .paths import lock_path, stale_name as stale_path, temp_name
 
@@ -100,10 +101,7 @@ def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
     """
     timeout = lock_timeout_from_env() if timeout is None else timeout
     path = lock_path(directory)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        raise _not_writable(path, exc, "create the lock file") from None
+    fd = _open_lock(path)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -123,6 +121,54 @@ def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
         os.close(fd)  # closing releases the flock
 
 
+def _not_our_lock(path: Path, found: str) -> NotWritable:
+    return NotWritable(
+        f"{path} is {found}, not the empty lock file ple4patch keeps there: nothing written; "
+        f"ple4patch did not make it and leaves it alone: move it away, then run again"
+    )
+
+
+def _open_lock(path: Path) -> int:
+    """Open (or create) the lock file without blocking and without following a symlink.
+
+    Made by root (a `sudo` run), it is handed to the owner of site-packages, like the backup;
+    one left by another user that this user cannot write is opened read-only, which locks
+    just as well (flock needs no write access): a sudo run never locks the owner out.
+    """
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags | os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError as denied:
+        try:
+            fd = os.open(path, flags | os.O_RDONLY)
+        except OSError:
+            raise _not_writable(path, denied, "create the lock file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _not_our_lock(path, "a symlink") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
+            raise _not_our_lock(path, readfile.what_is(path) or "not a regular file") from None
+        raise _not_writable(path, exc, "create the lock file") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_our_lock(path, readfile.kind_of(st.st_mode))
+        if os.geteuid() == 0 and st.st_uid == 0 and st.st_nlink == 1:  # never a file linked elsewhere
+            _give_to_dir_owner(fd, path.parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _give_to_dir_owner(fd: int, directory: Path) -> None:
+    """As root, hand a file ple4patch made to the owner of the directory it lies in."""
+    with contextlib.suppress(OSError):
+        d = os.stat(directory)
+        if d.st_uid != 0 or d.st_gid != 0:
+            os.fchown(fd, d.st_uid, d.st_gid)
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -132,7 +178,7 @@ def fsync_dir(directory: Path) -> None:
 
 
 def refuse_symlink(path: Path) -> None:
-    if path.is_symlink():
+    if os.path.islink(path):
         raise ModifiedFile(
             f"{path} is a symlink (to {os.readlink(path)}): ple4patch does not write through "
             f"symlinks; install the engine normally (pip install --force-reinstall --no-deps 1cat-vllm)"
@@ -168,6 +214,8 @@ def atomic_write(
             if st is not None and os.geteuid() == 0:
                 with contextlib.suppress(OSError):
                     os.fchown(fd, st.st_uid, st.st_gid)
+            elif os.geteuid() == 0:  # a new file (the local pins): the directory's owner gets it
+                _give_to_dir_owner(fd, directory)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -192,7 +240,7 @@ def keep_aside(path: Path) -> Path:
         os.link(path, keep, follow_symlinks=False)
     except OSError:  # no hard links here: a copy (made before anything changes)
         try:
-            data = path.read_bytes()
+            data = readfile.read_regular(path, follow=False)
         except OSError as exc:
             raise _not_writable(path, exc, "read") from None
         atomic_write(keep, data, like=path)
@@ -202,12 +250,9 @@ def keep_aside(path: Path) -> Path:
 
 
 def read_if_exists(path: Path) -> bytes | None:
-    """The file's bytes; None when it does not exist (any other failure raises OSError)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
+    """The file's bytes; None when it does not exist (any other failure raises OSError:
+    `readfile.NotRegular` for a FIFO, device, socket or directory; never blocks)."""
+    return readfile.read_if_regular(path)
 
 
 def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
@@ -225,8 +270,8 @@ def write_backup(backup: Path, data: bytes, *, like: Path) -> bool:
         return False
     if have is not None:
         raise ModifiedFile(
-            f"{backup} exists with other bytes; it is not overwritten: move it away or run "
-            f"`ple4patch revert --clean`"
+            f"{backup} exists with other bytes; it is not overwritten: nothing written. It may be "
+            f"yours: move it away, then run ple4patch apply again"
         )
     atomic_write(backup, data, like=like)
     return True
@@ -236,7 +281,7 @@ def stale_name(path: Path, sha256: str | None) -> Path:
     """A free name `<path>.stale-<sha12>[-n]` to set a stale/corrupt backup aside under."""
     tag = (sha256 or "unreadable")[:12]
     n = 0
-    while (dest := stale_path(path, tag, n)).exists() or dest.is_symlink():
+    while os.path.lexists(dest := stale_path(path, tag, n)):
         n += 1
     return dest
 
@@ -279,10 +324,18 @@ def unlink_all(paths: list[Path]) -> list[Path]:
 
 
 def remove_temp_leftovers(paths: list[Path]) -> list[Path]:
+    """Remove the temp files killed runs left (regular files with the temp prefix); anything
+    else under such a name (a directory, a FIFO, a symlink) was not made by ple4patch and
+    stays, and a leftover that cannot be removed stays too: the run goes on (status names it)."""
     removed = []
     for p in paths:
-        if remove(p):
-            removed.append(p)
+        if readfile.what_is(p) != "a regular file":
+            continue
+        try:
+            if remove(p):
+                removed.append(p)
+        except NotWritable:
+            pass
     return removed
 
 

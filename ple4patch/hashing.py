@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 
@@ -11,8 +13,20 @@ def sha256_hex(data: bytes) -> str:
 
 
 def file_sha256(path: Path) -> str | None:
-    """The sha256 of a file's bytes, or None when it cannot be read (absent, not a file...)."""
+    """The sha256 of a regular file's bytes, or None when it cannot be read (absent, not a
+    regular file...). Never blocks on a FIFO (the open is non-blocking, checked by fstat)."""
     try:
-        return sha256_hex(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -41,6 +41,7 @@ from typing import Iterable, Mapping
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from . import pins_shape, readfile
 from .errors import Ple4Error, UsageError
 from .paths import SHIPPED_MANIFESTS_DIR, TARGET_REL, TARGET_RELS, local_pins_path, rel_of
 
@@ -236,14 +237,21 @@ def parse(data: object, source: str) -> Manifest:
     return out
 
 
-def load_file(path: str | os.PathLike, *, source: str | None = None) -> Manifest:
+def load_file(path: str | os.PathLike, *, source: str | None = None, follow: bool = True) -> Manifest:
+    """A manifest file, read without blocking and with bounded work (`readfile.load_json`), its
+    shape checked (`pins_shape`) before it is parsed; any problem is a ManifestError."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = readfile.load_json(path, follow=follow)
+    except (readfile.NotRegular, readfile.TooLarge) as exc:
+        raise ManifestError(f"cannot read manifest {exc}") from None
     except OSError as exc:
         raise ManifestError(f"cannot read manifest {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except readfile.BadJSON as exc:
         raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from None
+    bad = pins_shape.problem(data)
+    if bad is not None:
+        raise ManifestError(f"manifest {path} is not a ple4patch manifest: {bad}")
     return parse(data, source or str(path))
 
 
@@ -267,12 +275,12 @@ def load(
     shipped_paths = shipped_files() if shipped else []
     for p in shipped_paths:
         out = out.merged(load_file(p, source=f"ple4patch/patches/{p.name}"))
-    seen = {p.resolve() for p in shipped_paths}
+    seen = {os.path.realpath(p) for p in shipped_paths}  # realpath: never raises (a symlink loop)
     extras = [Path(p) for p in extra] + (extra_files_from_env() if use_env else [])
     for p in extras:
-        if p.resolve() in seen:
+        if os.path.realpath(p) in seen:
             continue
-        seen.add(p.resolve())
+        seen.add(os.path.realpath(p))
         try:
             out = out.merged(load_file(p))
         except ManifestError as exc:  # a file the user named: a usage problem
@@ -284,12 +292,24 @@ def load(
 
 
 def _load_local_file(path: Path) -> Manifest | None:
-    if not path.is_file():
-        return None
+    """The local pins, or None when absent or unusable (not a regular file, a symlink, bad JSON,
+    wrong types): an unusable pins file counts as none (`local_pins_problem` says why)."""
     try:
-        return load_file(path, source="local")
+        return load_file(path, source="local", follow=False)
     except ManifestError:
         return None
+
+
+def local_pins_problem(target: Path) -> str | None:
+    """Why the venv's local pins file is unusable (None: absent or usable)."""
+    path = local_pins_path(target)
+    if readfile.what_is(path) is None:
+        return None
+    try:
+        load_file(path, source="local", follow=False)
+    except ManifestError as exc:
+        return str(exc)
+    return None
 
 
 def load_local(target: Path) -> Manifest:

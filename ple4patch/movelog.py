@@ -19,7 +19,7 @@ from .errors import Ple4Error
 
 
 def lexists(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
+    return os.path.lexists(path)
 
 
 class MoveLog:

@@ -23,14 +23,14 @@ def check_output(out: object, path: str, pin: Pin | None = None) -> bytes:
             f"the transform output for {path} does not carry the sentinel {sentinel_line()!r} "
             f"exactly once; nothing written"
         )
+    data = out.encode("utf-8")
     try:
-        compile(out, path, "exec")
+        compile(data, path, "exec")  # as the interpreter reads the file (a UTF-8 BOM included)
     except (SyntaxError, ValueError) as exc:
         where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
         raise Ple4Error(
             f"the transform output for {path} does not compile{where}: {exc}; nothing written"
         ) from None
-    data = out.encode("utf-8")
     if pin is not None:
         sha = sha256_hex(data)
         if pin.patch_id != PATCH_ID or pin.patched_sha256 != sha:

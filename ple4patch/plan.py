@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from . import readfile
 from .engine import reinstall_hint
 from .errors import ModifiedFile, TransformError, UnpinnedFile
 from .hashing import sha256_hex
@@ -58,22 +59,22 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         if a.backup is not BackupState.PRESENT:
             raise ModifiedFile(
                 f"{e.target} is patched by an older patch id ({a.patch_id}) and its backup is "
-                f"{a.backup.value}, so its pristine bytes are unknown: reinstall the engine "
-                f"({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
+                f"{a.backup.value}, so its pristine bytes are unknown: {a.corrupt_backup_first()}reinstall "
+                f"the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
             )
-        data = a.backup_path.read_bytes()
+        data = readfile.read_regular(a.backup_path, follow=False)
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
         return data, source.pin, True
     if a.state is State.MODIFIED:
         if a.patch_id == PATCH_ID:
             raise ModifiedFile(
                 f"{e.target} carries the ple4patch sentinel ({a.patch_id}) but is not a known patched "
-                f"output (edited after patching, or its pins are gone): reinstall the engine "
-                f"({reinstall_hint(e)}), then apply"
+                f"output (edited after patching, or its pins are gone): {a.corrupt_backup_first()}reinstall "
+                f"the engine ({reinstall_hint(e)}), then apply"
             )
         raise ModifiedFile(
             f"{e.target} matches neither the engine's RECORD nor a pinned file (modified or foreign): "
-            f"nothing written; reinstall the engine ({reinstall_hint(e)}), then apply"
+            f"nothing written; {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then apply"
         )
     raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
 
@@ -97,16 +98,17 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     if pin is None and not (allow_unknown or dry_run):
         raise UnpinnedFile(
             f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
-            f"manifest pins it: review the change with `ple4patch apply --dry-run {e.venv}`, then "
+            f"manifest pins it: {a.corrupt_backup_first()}review the change with `ple4patch apply --dry-run {e.venv}`, then "
             f"opt in with `ple4patch apply --allow-unknown {e.venv}`"
         )
     if a.backup is BackupState.CORRUPT and not from_backup:
         # Not a backup ple4patch made of any known file: it may be somebody's own file, so it is
         # neither moved nor overwritten. (A stale backup of a known file is set aside instead.)
         what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
+        again = "apply" + (" --dry-run" if dry_run else "") + (" --allow-unknown" if pin is None and allow_unknown else "")
         raise ModifiedFile(
             f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
-            f"known file): nothing written. Move it away, then run `ple4patch apply {e.venv}` again"
+            f"known file): nothing written. Move it away, then run `ple4patch {again} {e.venv}` again"
         )
     try:
         text = source.decode("utf-8")

@@ -55,17 +55,23 @@ def _short(sha: str | None) -> str:
 
 
 def _next_step(a: Assessment) -> str | None:
+    """What to do next: every step named here does what it says in this state."""
     e = a.engine
-    if a.backup is BackupState.CORRUPT and a.state in (State.PRISTINE, State.UNPINNED):
-        return f"move {a.backup_path.name} away (apply will not touch it), then apply"
-    return {
+    first = a.corrupt_backup_first()
+    reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `ple4patch apply {e.venv}`"
+    if a.state is State.PATCHED and a.backup is not BackupState.PRESENT:
+        return f"{first}{reinstall} (the backup is {a.backup.value}: revert cannot restore the pristine file)"
+    if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:
+        return f"{first}{reinstall}"
+    step = {
         State.PRISTINE: f"ple4patch apply {e.venv}",
         State.PATCHED: f"ple4patch verify {e.venv}  (or revert)",
         State.PATCHED_OLDER: f"ple4patch apply {e.venv}",
         State.UNPINNED: f"review with `ple4patch apply --dry-run {e.venv}`, then "
         f"`ple4patch apply --allow-unknown {e.venv}`",
-        State.MODIFIED: f"reinstall the engine ({reinstall_hint(e)}), then apply",
+        State.MODIFIED: reinstall,
     }.get(a.state)
+    return first + step if step else None
 
 
 def status_text(a: Assessment) -> str:

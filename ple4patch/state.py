@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import enum
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import readfile
 from .engine import Engine
 from .fsio import read_if_exists
 from .hashing import sha256_hex
-from .manifest import Manifest, Pin
+from .manifest import Manifest, Pin, local_pins_problem
 from .paths import backup_path, set_aside_backups, temp_leftovers
 from .sentinel import PATCH_ID, find_patch_id
 
@@ -137,6 +137,13 @@ class Assessment:
     def record_sha256(self) -> str | None:
         return self.engine.record_sha256
 
+    def corrupt_backup_first(self) -> str:
+        """The step before any other when the backup path holds a file ple4patch did not make
+        (corrupt): only its owner may move it, and nothing else goes on until it is gone."""
+        if self.backup is not BackupState.CORRUPT:
+            return ""
+        return f"move {self.backup_path} away (not made by ple4patch; it may be yours), then "
+
     def hashes(self) -> dict:
         return {
             "current": self.current_sha256,
@@ -150,16 +157,11 @@ class Assessment:
 def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
     """(exists, is a regular non-symlink file, bytes or None if unreadable)."""
     try:
-        st = os.lstat(path)
+        return True, True, readfile.read_regular(path, follow=False)  # never blocks
     except FileNotFoundError:
         return False, False, None
-    except OSError:
+    except readfile.NotRegular:
         return True, False, None
-    if not stat.S_ISREG(st.st_mode):
-        return True, False, None
-    try:
-        with open(path, "rb") as fh:
-            return True, True, fh.read()
     except OSError:
         return True, True, None
 
@@ -169,7 +171,7 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     notes: list[str] = []
     target = engine.target
     current: bytes | None = None
-    if target.is_symlink():
+    if readfile.what_is(target) == "a symlink":
         notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
     try:
         current = read_if_exists(target)
@@ -210,7 +212,14 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     for p in set_aside_backups(target):
         notes.append(f"a stale backup was set aside earlier: {p.name} (`revert --clean` removes it)")
     for p in temp_leftovers(target):
-        notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+        found = readfile.what_is(p)
+        if found == "a regular file":
+            notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+        else:
+            notes.append(f"{p} is {found} under a temp-file name: ple4patch did not make it and leaves it alone")
+    pins_problem = local_pins_problem(target)
+    if pins_problem:
+        notes.append(f"the venv's local pins are unusable and count as none ({pins_problem})")
     return Assessment(
         engine=engine,
         state=c.state,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import bytecode, fsio
+from . import bytecode, fsio, readfile
 from . import manifest as manifest_mod
 from .engine import Engine
 from .errors import ModifiedFile, NotWritable
@@ -26,7 +26,7 @@ from .manifest import Manifest, Pin
 from .movelog import MoveLog, lexists
 from . import fileset
 from .fileset import SetAssessment, assess_set
-from .paths import local_pins_path, rel_of, set_aside_backups, temp_leftovers
+from .paths import STALE_SUFFIX, local_pins_path, rel_of, set_aside_backups, temp_leftovers
 from .plan import Plan
 from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State
@@ -98,10 +98,28 @@ def tidy_leftovers(target: Path) -> list[str]:
     return remove_temp_leftovers(target) + clean_stale_bytecode(target)
 
 
+def _set_aside_by_us(path: Path) -> bool:
+    """A regular file whose bytes still match the sha256 its set-aside name carries (`set_aside`
+    names it so): anything else under such a name is not ple4patch's to remove."""
+    tag = path.name.rpartition(STALE_SUFFIX)[2].partition("-")[0]
+    try:
+        data = readfile.read_regular(path, follow=False)
+    except OSError:
+        return False
+    return len(tag) == 12 and sha256_hex(data).startswith(tag)
+
+
 def clean_set_aside(target: Path, clean: bool) -> list[str]:
     if not clean:
         return []
-    return [f"removed the set-aside backup {p.name} (--clean)" for p in set_aside_backups(target) if fsio.remove(p)]
+    notes = []
+    for p in set_aside_backups(target):
+        if not _set_aside_by_us(p):
+            notes.append(f"{p.name} has a set-aside name but not the bytes ple4patch set aside under it: "
+                         f"left alone (not removed by --clean)")
+        elif fsio.remove(p):
+            notes.append(f"removed the set-aside backup {p.name} (--clean)")
+    return notes
 
 
 @dataclass
@@ -126,8 +144,14 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
     )
     pins = local_pins_path(target)
     data = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin).dumps().encode()
+    problem = manifest_mod.local_pins_problem(target)
+    if problem is not None:  # not ple4patch's pins, or damaged: never written over
+        raise ModifiedFile(
+            f"{pins} is unusable ({problem}): nothing written; ple4patch does not write over it: "
+            f"move it away, then run `ple4patch apply --allow-unknown {a.engine.venv}` again"
+        )
     try:
-        before = pins.read_bytes()
+        before = readfile.read_if_regular(pins, follow=False)
     except OSError:
         before = None
     if before == data:
@@ -208,7 +232,10 @@ def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
     fsio.fault("after-replace")
     if journaled:
         fileset.remove_journal(site)
-    removed_all: list[list[Path]] = [bytecode.clean_pycache(a.target) for a, _plan in items]
+    cleaned = [bytecode.clean_pycache_noted(a.target, venv=a.engine.venv) for a, _plan in items]
+    removed_all: list[list[Path]] = [removed for removed, _pyc_notes in cleaned]
+    for file_notes, (_removed, pyc_notes) in zip(per_file, cleaned):
+        file_notes += pyc_notes
     fsio.fault("after-pycache")
     out = []
     for i, ((a, plan), file_notes, removed, pin) in enumerate(zip(items, per_file, removed_all, pins)):
@@ -231,7 +258,7 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
     site = files[0].engine.site_packages
     datas = []
     for a in files:
-        data = a.backup_path.read_bytes()
+        data = readfile.read_regular(a.backup_path, follow=False)
         if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
             raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
         datas.append(data)
@@ -247,15 +274,23 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
             fsio.fault("between-replaces")
         fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0))
     fsio.fault("after-replace")
+    kept: dict[Path, str] = {}
     for a in files:
-        fsio.remove(a.backup_path)
+        try:  # the target is pristine now: a backup left beside it is harmless (the next revert removes it)
+            fsio.remove(a.backup_path)
+        except NotWritable as err:
+            kept[a.target] = f"could not remove the backup ({err}); harmless: it is identical to the target"
     fsio.fault("after-backup-removed")
     if journaled:
         fileset.remove_journal(site)
     out = []
     for i, a in enumerate(files):
-        removed = bytecode.clean_pycache(a.target)
-        notes = clean_set_aside(a.target, clean)
+        removed, pyc_notes = bytecode.clean_pycache_noted(a.target, venv=a.engine.venv)
+        notes = ([kept[a.target]] if a.target in kept else []) + pyc_notes
+        try:
+            notes += clean_set_aside(a.target, clean)
+        except NotWritable as err:
+            notes.append(f"could not remove a set-aside backup ({err})")
         if removed:
             notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
         out.append(Written(notes, removed))

@@ -134,6 +134,7 @@ def test_ambiguous_site_packages(wheelhouse, engine_venv):
     other = venv / "lib" / "python3.99" / "site-packages"
     other.parent.mkdir()
     shutil.copytree(site, other)
+    (venv / "pyvenv.cfg").unlink()  # with it, its version decides (tests/hostile/test_venv_resolution.py)
     err = refusal(venv)
     assert err.reason == "ambiguous_site_packages"
     assert "python3.99" in str(err)

@@ -97,7 +97,8 @@ def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = Fal
         if f.backup is not BackupState.PRESENT:
             msg += (
                 f"; warning: the backup of {f.target.name} is {f.backup.value}, so `revert` cannot "
-                f"restore the pristine file (reinstall the engine instead: {reinstall_hint(f.engine)})"
+                f"restore the pristine file ({f.corrupt_backup_first()}reinstall the engine: "
+                f"{reinstall_hint(f.engine)}, then `ple4patch apply {f.engine.venv}`)"
             )
     data = {**set_report.report(s), "changed": False}
     data["notes"] = data["notes"] + list(tidied)

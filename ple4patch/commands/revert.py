@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .. import fsio, render, set_report, write
+from .. import fsio, readfile, render, set_report, write
 from .. import manifest as manifest_mod
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile, NotWritable
@@ -45,7 +45,7 @@ def run(
         for a in s.files:
             if not _pristine(a) or not write.no_stale_bytecode(a):
                 return False
-            if clean and (a.backup in (BackupState.STALE, BackupState.CORRUPT) or set_aside_backups(a.target)):
+            if clean and (a.backup is BackupState.STALE or set_aside_backups(a.target)):
                 return False
         return True
 
@@ -94,7 +94,8 @@ def _restorable(a: Assessment, notes: list[str]) -> bool:
         and a.backup is not BackupState.ABSENT
         and a.current_bytes is not None
         and a.backup_sha256 is not None
-        and is_patched_output_of(a.backup_path.read_bytes(), a.current_bytes, policy=rel_of(a.target) == POLICY_REL)
+        and is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes,
+                                 policy=rel_of(a.target) == POLICY_REL)
     ):
         notes.append(f"no pin links the files; the transform confirmed {a.target.name} is the backup's patched output")
         return True
@@ -121,12 +122,20 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
     return Result("revert", EXIT_OK, render.with_notes("\n".join(lines), notes), data)
 
 
+def _corrupt_note(a: Assessment) -> str:
+    what = "sha256 " + a.backup_sha256[:12] if a.backup_sha256 else "not a readable regular file"
+    return (f"{a.backup_path.name} is not a backup ple4patch made of any known file (corrupt: {what}); "
+            f"ple4patch never removes, moves or restores it (--clean included): it may be yours")
+
+
 def _tidy_pristine(a: Assessment, clean: bool) -> list[str]:
     notes = write.clean_stale_bytecode(a.target)
     if a.backup is BackupState.PRESENT:
         fsio.remove(a.backup_path)
         notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
-    elif a.backup in (BackupState.STALE, BackupState.CORRUPT):
+    elif a.backup is BackupState.CORRUPT:  # not made by ple4patch from any known file: maybe yours
+        notes.append(_corrupt_note(a))
+    elif a.backup is BackupState.STALE:
         if clean:
             fsio.remove(a.backup_path)
             notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")
@@ -151,7 +160,9 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
         for f in s.files:
             if f.backup is BackupState.PRESENT:
                 notes.append(f"a leftover backup identical to the target stays ({f.backup_path.name}; harmless)")
-            elif f.backup in (BackupState.STALE, BackupState.CORRUPT):
+            elif f.backup is BackupState.CORRUPT:
+                notes.append(_corrupt_note(f))
+            elif f.backup is BackupState.STALE:
                 notes.append(
                     f"the backup {f.backup_path.name} is {f.backup.value}: it belongs to another engine "
                     f"version or build and is never written over this file; `ple4patch revert --clean "

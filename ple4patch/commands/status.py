@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .. import render, set_report, write
+from .. import bytecode, render, set_report, write
 from .. import manifest as manifest_mod
 from ..engine import find_engine
 from ..errors import EXIT_ENGINE_NOT_FOUND, EXIT_OK, EngineNotFound
@@ -26,6 +26,15 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             {"state": State.NOT_INSTALLED.value, "reason": getattr(err, "reason", None), "error": error_object(err)},
         )
     s = assess_set(engine, write.with_local_pins(manifest if manifest is not None else manifest_mod.load(), engine))
+    inside = engine.inside_problem()
+    if inside:
+        s.layer.notes.append(inside)
+    for a in s.files:
+        for pyc in bytecode.unchecked_stale_pycache(a.target):
+            fix = (f"; `ple4patch apply {engine.venv}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
+                   else "")
+            a.notes.append(f"{pyc} is an unchecked-hash pyc of other bytes: Python would run it instead of the "
+                           f"file{fix}")
     if s.layer.state is State.MISSING:
         try:
             engine.require_target()

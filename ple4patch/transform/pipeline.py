@@ -18,6 +18,7 @@ from .inject import InjectBlock
 from .load_weights import LoadWeightsDispatch
 from .wrap import SELF_NGRAM, NgramEmbeddingWrap, has_plain_assignment
 
+_BOM = "\ufeff"
 # In order; NgramEmbeddingDispatch stands for the change that builds the NVFP4 table, which is
 # NgramEmbeddingWrap in the earlier engine shape (see ngram_embedding_transform).
 TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
@@ -90,10 +91,14 @@ def patch_source(source: str) -> str:
     for check in CHECKS:
         _run(check(context, injected), original)
     out = tree.code
+    if source.startswith(_BOM) and not out.startswith(_BOM):
+        # libcst drops a UTF-8 BOM: keep it, so that the output (and its pin) is this file's own,
+        # never the same bytes as the patch of the file without it
+        out = _BOM + out
     if _sentinel_count(out) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
     try:
-        compile(out, "ple_layer.py", "exec", dont_inherit=True)
+        compile(out.encode("utf-8"), "ple_layer.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise TransformError("output", f"the patched text does not compile: {exc}") from None
     return out

@@ -1,0 +1,120 @@
+"""Text and encodings: paths the output encoding cannot represent, a closed or broken stdout,
+and targets with a UTF-8 BOM or CRLF line endings (the real transform).
+
+- A venv path with non-UTF-8 bytes, under `PYTHONIOENCODING=utf-8` and `LANG=C`: every
+  command works and prints the path's own bytes; `--json` escapes them.
+- stdout closed, a broken pipe, a full disk under stdout: the command's own exit code (the
+  write happened), no traceback.
+- BOM / CRLF variants of the stand-in, all pinned at once: apply -> verify -> revert
+  round-trips byte-exact, and the patched output is attributed to its own pristine file.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+import kit
+from kit.fakepatch import PRISTINE_A, fake_patch
+from kit.pins import pin_for
+from ple4patch import manifest as m
+from ple4patch.errors import EXIT_OK
+
+PATCHED_A = fake_patch(PRISTINE_A.decode()).encode()
+
+
+def _bytes_cmd(*args) -> list[bytes]:
+    return [os.fsencode(a) for a in kit.fake_cmd(*args)]
+
+
+@pytest.fixture
+def odd_venv(htpl, hroot):
+    dest = os.path.join(os.fsencode(hroot), b"v\xff\xfe-\xe9")
+    shutil.copytree(htpl, os.fsdecode(dest), symlinks=True)
+    return dest
+
+
+@pytest.mark.parametrize("env_extra", [dict(PYTHONIOENCODING="utf-8", LANG="C", LC_ALL="C"),
+                                       dict(LANG="C", LC_ALL="C", PYTHONIOENCODING="ascii")],
+                         ids=["utf8-io", "ascii-io"])
+def test_non_utf8_venv_path(odd_venv, hman, env_extra):
+    env = kit.env_with([hman], **env_extra)
+    for command in ("status", "apply", "verify", "status", "revert"):
+        proc = subprocess.run(_bytes_cmd(command, "X")[:-1] + [odd_venv], capture_output=True, env=env, timeout=60)
+        assert proc.returncode == EXIT_OK, (command, proc.stdout, proc.stderr)
+        assert b"Traceback" not in proc.stderr
+        if env_extra["PYTHONIOENCODING"] == "utf-8" and command != "revert":
+            assert odd_venv in proc.stdout, proc.stdout  # the path's own bytes
+    proc = subprocess.run(_bytes_cmd("status", "X", "--json")[:-2] + [odd_venv, b"--json"], capture_output=True,
+                          env=env, timeout=60)
+    assert proc.returncode == EXIT_OK and b"\\udcff" in proc.stdout
+
+
+@pytest.mark.parametrize("redirect", [">&-", "| true", ">/dev/full", ">&- 2>&-"],
+                         ids=["closed", "broken-pipe", "full", "both-closed"])
+def test_output_gone_keeps_the_exit_code(redirect, hvenv, hman, hroot):
+    env = kit.env_with([hman])
+    rc = hroot / "rc"
+
+    def run(*args) -> tuple[str, str]:
+        cmd = " ".join(shlex.quote(str(c)) for c in kit.fake_cmd(*args))
+        proc = subprocess.run(["bash", "-c", f"{cmd} {redirect}; echo ${{PIPESTATUS[0]}} > {rc}"],
+                              capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+        assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+        return rc.read_text().strip(), proc.stderr
+
+    assert run("apply", hvenv, "--json")[0] == "0"
+    assert kit.target_of(hvenv).read_bytes() == PATCHED_A  # the write happened
+    assert run("status", hvenv)[0] == "0"
+    kit.target_of(hvenv).write_bytes(PRISTINE_A + b"# edited\n")
+    assert run("apply", hvenv)[0] == "5"  # a refusal keeps its own code too
+
+
+# -- BOM and CRLF (the real transform) --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    from ple4patch.transform import patch_source
+
+    lf = kit.standin_bytes()
+    out = {"lf": lf, "crlf": lf.replace(b"\n", b"\r\n"), "bom": b"\xef\xbb\xbf" + lf,
+           "bom-crlf": b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n")}
+    man = m.Manifest(sources=["text-tests"])
+    for name, data in out.items():
+        man.add(pin_for(data, patch_source, label=f"stand-in {name}", source="text-tests"))
+    path = tmp_path_factory.mktemp("text") / "variants.json"
+    path.write_text(man.dumps())
+    return out, path, man
+
+
+@pytest.fixture(scope="module")
+def standin_tpl_text(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-standin",
+                        wheelhouse.engine(kit.standin_bytes(), version="1.5.1"))
+
+
+@pytest.mark.parametrize("name", ["crlf", "bom", "bom-crlf"])
+def test_bom_and_crlf_round_trip_byte_exact(name, variants, standin_tpl_text, tmp_path):
+    data, man_path, man = variants
+    outputs = {man.by_pristine(kit.sha256_hex(d)).patched_sha256 for d in data.values()}
+    assert len(outputs) == len(data), "two pristine files would share one patched output"
+    venv = kit.clone(standin_tpl_text, tmp_path / "venv")
+    target = kit.target_of(venv)
+    target.write_bytes(data[name])
+    env = kit.env_with([man_path])
+    proc = kit.run_real("apply", venv, env=env)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert f"stand-in {name})" in proc.stdout or f"stand-in {name};" in proc.stdout, proc.stdout
+    d = kit.json_of(kit.run_real("status", venv, "--json", env=env))
+    assert d["state"] == "patched" and d["pin"]["label"] == f"stand-in {name}"
+    assert d["pin"]["pristine_sha256"] == kit.sha256_hex(data[name]) == d["hashes"]["backup"]
+    assert kit.run_real("verify", venv, env=env).returncode == EXIT_OK
+    kit.assert_imports_current_source(venv)
+    proc = kit.run_real("revert", venv, env=env)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert target.read_bytes() == data[name]
