@@ -43,6 +43,15 @@ FAULT_POINTS = (
 # The points each command passes through (in order).
 APPLY_FAULT_POINTS = ("after-lock", "after-backup", "after-pins", "after-temp", "after-replace", "after-pycache")
 REVERT_FAULT_POINTS = ("after-lock", "after-temp", "after-replace", "after-backup-removed", "after-pycache")
+# Only where a set of more than one file is written (see `write.write_set`, `write.restore_set`).
+SET_FAULT_POINTS = (
+    "after-journal",  # every backup is in place (apply) and the journal names the set
+    "between-replaces",  # the first file holds its new bytes, the others not yet
+)
+SET_APPLY_FAULT_POINTS = ("after-lock", "after-backup", "after-pins", "after-journal", "after-temp",
+                          "between-replaces", "after-replace", "after-pycache")
+SET_REVERT_FAULT_POINTS = ("after-lock", "after-journal", "after-temp", "between-replaces", "after-replace",
+                           "after-backup-removed", "after-pycache")
 
 
 def fault(point: str) -> None:
@@ -51,7 +60,7 @@ def fault(point: str) -> None:
     `$PLE4PATCH_FAULT=sleep:<point>` sleeps there instead (`$PLE4PATCH_FAULT_SLEEP` seconds,
     default 30) after a line on stderr, so a test can send a signal (Ctrl-C) at that step.
     """
-    assert point in FAULT_POINTS, point
+    assert point in FAULT_POINTS or point in SET_FAULT_POINTS, point
     value = os.environ.get(FAULT_ENV)
     if value == point:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -18,7 +18,9 @@ A manifest file looks like::
       }
     }
 
-A pin is recognised by its hash, whatever the installed version string says
+One file per target: `"target"` is one of `paths.TARGET_RELS` (the PLE layer, or the engine's
+start-up policy file `vllm/platforms/runtime_defaults.py`); a `Manifest` holds the pins of every
+target (each `Pin` knows its target; `only(target)` picks one file's). A pin is recognised by its hash, whatever the installed version string says
 (the range is only reported). Three sources are merged: the shipped files in
 `patches/`, extra files named in `$PLE4PATCH_EXTRA_MANIFESTS` (os.pathsep-separated;
 tests and the demo use it) or passed by the caller, and the venv's local pins
@@ -41,7 +43,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import pins_shape, readfile
 from .errors import Ple4Error, UsageError
-from .paths import SHIPPED_MANIFESTS_DIR, TARGET_REL, local_pins_path
+from .paths import SHIPPED_MANIFESTS_DIR, TARGET_REL, TARGET_RELS, local_pins_path, rel_of
 
 SCHEMA_VERSION = 1
 EXTRA_ENV = "PLE4PATCH_EXTRA_MANIFESTS"
@@ -60,6 +62,7 @@ class Pin:
     older: Mapping[str, str] = field(default_factory=dict)  # patch id -> patched sha256
     source: str = ""  # the file it was read from, or "local"
     note: str = ""  # free text: what the file is
+    target: str = TARGET_REL  # which file of the set (the manifest file's "target")
 
     @property
     def is_local(self) -> bool:
@@ -89,7 +92,8 @@ class Pin:
         return out
 
     def describe(self) -> dict:
-        return {"pristine_sha256": self.pristine_sha256, "source": self.source, **self.to_json()}
+        return {"pristine_sha256": self.pristine_sha256, "source": self.source, "target": self.target,
+                **self.to_json()}
 
 
 class ManifestError(Ple4Error):
@@ -150,15 +154,29 @@ class Manifest:
         out.sources += [s for s in other.sources if s not in out.sources]
         return out
 
-    def to_json(self) -> dict:
+    def only(self, target: str) -> "Manifest":
+        """The pins of one file of the set."""
+        return Manifest({s: p for s, p in self.pins.items() if p.target == target}, list(self.sources))
+
+    def targets(self) -> set[str]:
+        return {p.target for p in self.pins.values()}
+
+    def to_json(self, target: str | None = None) -> dict:
+        """One manifest file's data: the pins of `target` (default: the one target of the pins)."""
+        if target is None:
+            targets = self.targets()
+            if len(targets) > 1:
+                raise ValueError(f"the pins are for several files ({', '.join(sorted(targets))}): name one")
+            target = targets.pop() if targets else TARGET_REL
+        pins = self.only(target).pins
         return {
             "schema_version": SCHEMA_VERSION,
-            "target": TARGET_REL,
-            "pins": {sha: self.pins[sha].to_json() for sha in sorted(self.pins)},
+            "target": target,
+            "pins": {sha: pins[sha].to_json() for sha in sorted(pins)},
         }
 
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
+    def dumps(self, target: str | None = None) -> str:
+        return json.dumps(self.to_json(target), indent=2, sort_keys=False) + "\n"
 
 
 def _check_hex(value: object, what: str, path: str) -> str:
@@ -171,8 +189,11 @@ def parse(data: object, source: str) -> Manifest:
     """Validate manifest JSON data; `source` names it in errors and pins."""
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         raise ManifestError(f"{source}: not a ple4patch manifest (schema_version {SCHEMA_VERSION})")
-    if data.get("target", TARGET_REL) != TARGET_REL:
-        raise ManifestError(f"{source}: pins another target ({data.get('target')!r})")
+    target = data.get("target", TARGET_REL)
+    if target not in TARGET_RELS:
+        raise ManifestError(
+            f"{source}: pins another target ({target!r}; ple4patch patches {', '.join(TARGET_RELS)})"
+        )
     pins = data.get("pins")
     if not isinstance(pins, dict):
         raise ManifestError(f"{source}: 'pins' must be an object keyed by pristine sha256")
@@ -210,6 +231,7 @@ def parse(data: object, source: str) -> Manifest:
                 older={k: _check_hex(v, "an older patched sha256", source) for k, v in older.items()},
                 source=source,
                 note=note,
+                target=target,
             )
         )
     return out
@@ -293,7 +315,7 @@ def local_pins_problem(target: Path) -> str | None:
 def load_local(target: Path) -> Manifest:
     """The venv's local pins; an unreadable file counts as none."""
     m = _load_local_file(local_pins_path(target))
-    return Manifest(dict(m.pins), ["local"]) if m is not None else Manifest()
+    return Manifest(dict(m.only(rel_of(target)).pins), ["local"]) if m is not None else Manifest()
 
 
 def with_local(manifest: Manifest, target: Path) -> Manifest:
@@ -306,7 +328,7 @@ def for_target(manifest: Manifest | None, target: Path) -> Manifest:
 
 
 def local_pin(
-    *, pristine: str, patched: str, patch_id: str, version: str, size: int
+    *, pristine: str, patched: str, patch_id: str, version: str, size: int, target: str = TARGET_REL
 ) -> Pin:
     return Pin(
         pristine_sha256=pristine,
@@ -317,6 +339,7 @@ def local_pin(
         engine_versions=f"=={version}" if _valid_version(version) else "",
         size=size,
         source="local",
+        target=target,
     )
 
 

@@ -14,8 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-# The file ple4patch patches, relative to site-packages.
+# The files ple4patch patches, relative to site-packages: the PLE layer (every engine version
+# has it), and the start-up policy file where a release has one that places the PLE table by
+# itself (see `policy_file`). One engine version's set is the layer, or the layer and the policy.
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
+POLICY_REL = "vllm/platforms/runtime_defaults.py"
+TARGET_RELS = (TARGET_REL, POLICY_REL)
 
 # Beside the target.
 BACKUP_SUFFIX = ".bak-pre-ple4"  # <target>.bak-pre-ple4: the pristine bytes
@@ -24,15 +28,25 @@ TEMP_PREFIX = ".ple4patch-tmp-"  # a write in progress (beside the target or the
 
 # In the root of site-packages.
 LOCK_NAME = ".ple4patch.lock"
-LOCAL_PINS_NAME = ".ple4patch-pins.json"  # written by `apply --allow-unknown`
+LOCAL_PINS_NAME = ".ple4patch-pins.json"  # written by `apply --allow-unknown` (the layer's pins)
+JOURNAL_NAME = ".ple4patch-journal.json"  # a set's apply/revert in progress: direction and files
 
 # Shipped with ple4patch: the manifests (data keyed by pristine sha256).
 SHIPPED_MANIFESTS_DIR = Path(__file__).resolve().parent / "patches"
 
 
+def rel_of(target: Path) -> str:
+    """Which of `TARGET_RELS` a target path is (`<site-packages>/<rel>`)."""
+    posix = target.as_posix()
+    for rel in TARGET_RELS:
+        if posix.endswith("/" + rel):
+            return rel
+    raise ValueError(f"{target} is none of the files ple4patch patches ({', '.join(TARGET_RELS)})")
+
+
 def site_packages_of(target: Path) -> Path:
-    """The site-packages directory of a target path (`<site-packages>/<TARGET_REL>`)."""
-    return target.parents[len(PurePosixPath(TARGET_REL).parts) - 1]
+    """The site-packages directory of a target path (`<site-packages>/<one of TARGET_RELS>`)."""
+    return target.parents[len(PurePosixPath(rel_of(target)).parts) - 1]
 
 
 def backup_path(target: Path) -> Path:
@@ -56,7 +70,15 @@ def lock_path(state_dir: Path) -> Path:
 def local_pins_path(target: Path) -> Path:
     """`<site-packages>/.ple4patch-pins.json`: outside the engine's package, so `pip uninstall`
     leaves no `vllm` directory behind (and a reinstall of the same version keeps the opt-in)."""
-    return site_packages_of(target) / LOCAL_PINS_NAME
+    rel = rel_of(target)
+    name = LOCAL_PINS_NAME if rel == TARGET_REL else LOCAL_PINS_NAME.replace(".json", f".{PurePosixPath(rel).stem}.json")
+    return site_packages_of(target) / name
+
+
+def journal_path(site_packages: Path) -> Path:
+    """`<site-packages>/.ple4patch-journal.json`: present only while a set's apply or revert runs
+    (or after one was killed: the next apply/revert finishes the set, status reports it)."""
+    return site_packages / JOURNAL_NAME
 
 
 def pycs(target: Path) -> list[Path]:

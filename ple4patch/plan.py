@@ -29,6 +29,13 @@ def default_patch_source() -> PatchSource:
     return patch_source
 
 
+def default_policy_patch_source() -> PatchSource:
+    """The transform of the engine's start-up policy file (`paths.POLICY_REL`)."""
+    from .transform import patch_policy_source
+
+    return patch_policy_source
+
+
 @dataclass
 class Plan:
     source: bytes  # the pristine bytes the output is made from
@@ -111,10 +118,11 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup)
 
 
-def is_patched_output_of(backup: bytes, current: bytes) -> bool:
+def is_patched_output_of(backup: bytes, current: bytes, policy: bool = False) -> bool:
     """Last resort when no pin links them: does the transform turn `backup` into `current`?"""
     try:
         text = backup.decode("utf-8")
-        return default_patch_source()(text).encode("utf-8") == current
+        transform = default_policy_patch_source() if policy else default_patch_source()
+        return transform(text).encode("utf-8") == current
     except (UnicodeDecodeError, TransformError, ImportError):
         return False

@@ -1,10 +1,12 @@
 """Write a plan to disk, restore a backup, and tidy what killed runs left: under the venv lock.
 
-`locked_assessment` holds the lock and reads the target afresh under it; `write_patch`
-lands a `plan.Plan` (set a stale backup aside, write the backup, record a local pin,
-replace the target, clean its bytecode) and takes every step back through a
-`movelog.MoveLog` when one fails before the target is replaced; `restore` lands the
-backup. Each returns the notes that say what it did.
+`locked_set` holds the lock and reads the set of files afresh under it; `write_set` lands one `plan.Plan` per file that needs one: first every
+backup (a stale one set aside, a local pin recorded for an unpinned file), then, when more than
+one file is replaced, the journal, then the replaces, then the journal is removed and the
+bytecode cleaned. Any failure before the first replace takes every step back through one
+`movelog.MoveLog`; a failure or a kill after it leaves the journal, and the next apply or revert
+converges the set. `restore_set` is the same for revert (journal, replaces, backups removed).
+`write_patch` / `restore` are the one-file cases. Each returns the notes that say what it did.
 """
 
 from __future__ import annotations
@@ -22,42 +24,56 @@ from .errors import ModifiedFile, NotWritable
 from .hashing import file_sha256, sha256_hex
 from .manifest import Manifest, Pin
 from .movelog import MoveLog, lexists
-from .paths import STALE_SUFFIX, local_pins_path, set_aside_backups, temp_leftovers
+from . import fileset
+from .fileset import SetAssessment, assess_set
+from .paths import STALE_SUFFIX, local_pins_path, rel_of, set_aside_backups, temp_leftovers
 from .plan import Plan
 from .sentinel import PATCH_ID
-from .state import Assessment, BackupState, State, assess
+from .state import Assessment, BackupState, State
+
+
+def with_local_pins(base: Manifest, engine: Engine) -> Manifest:
+    """`base` plus the venv's local pins of every file of the set."""
+    full = base
+    for member in fileset.members(engine):
+        full = manifest_mod.with_local(full, member.target)
+    return full
 
 
 @contextlib.contextmanager
-def locked_assessment(
+def locked_set(
     engine: Engine,
     base: Manifest,
     lock_timeout: float | None,
-    nothing_to_write: Callable[[Assessment], bool],
-) -> Iterator[tuple[Assessment, Manifest, NotWritable | None]]:
-    """Hold the venv lock and yield the target's state read afresh under it (local pins too).
+    nothing_to_write: Callable[[SetAssessment], bool],
+) -> Iterator[tuple[SetAssessment, Manifest, NotWritable | None]]:
+    """Hold the venv lock and yield the set read afresh under it (every file, its local pins and
+    the journal); the directories of every file of the set must be writable.
 
     When the venv cannot be written (read-only file system, no permission) and
-    `nothing_to_write(state)` says the command has nothing to write, there is no error: it
-    yields the state read without the lock and the NotWritable (None when locked), and the
+    `nothing_to_write(set)` says the command has nothing to write, there is no error: it
+    yields the set read without the lock and the NotWritable (None when locked), and the
     command must then write nothing. A command with nothing to do needs no write access.
     """
     with contextlib.ExitStack() as stack:
         not_writable: NotWritable | None = None
         try:
             fsio.check_writable(engine.state_dir)
-            fsio.check_writable(engine.target_dir)
-            fsio.refuse_symlink(engine.target)
+            for member in fileset.members(engine):
+                fsio.check_writable(member.target_dir)
+                fsio.refuse_symlink(member.target)
             stack.enter_context(fsio.locked(engine.state_dir, lock_timeout))
-        except NotWritable as err:  # e.g. a read-only image patched when it was built
+        except NotWritable as err:
             not_writable = err
-        full = manifest_mod.with_local(base, engine.target)
-        a = assess(engine, full)
-        if not_writable is not None and not nothing_to_write(a):
+        full = with_local_pins(base, engine)
+        s = assess_set(engine, full)
+        if not_writable is not None and not nothing_to_write(s):
             raise not_writable
-        if a.state is State.MISSING:
+        if s.layer.state is State.MISSING:
             engine.require_target()
-        yield a, full, not_writable
+        if not_writable is None:
+            fileset.check_journal_slot(engine.site_packages)
+        yield s, full, not_writable
 
 
 def no_stale_bytecode(a: Assessment) -> bool:
@@ -124,6 +140,7 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
         patch_id=PATCH_ID,
         version=a.engine.version,
         size=len(plan.source),
+        target=rel_of(target),
     )
     pins = local_pins_path(target)
     data = manifest_mod.add_local_pin(manifest_mod.load_local(target), pin).dumps().encode()
@@ -149,71 +166,138 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
     return pin
 
 
-def write_patch(a: Assessment, plan: Plan) -> Written:
-    """Land `plan`: until the target is replaced, any failure (not writable, disk full,
-    Ctrl-C) takes every step back, so the venv is exactly as before; once the patch has
-    landed, its result stays."""
-    target = a.target
+def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
+    """Everything before `a`'s target is replaced: a stale backup set aside, the backup written,
+    a local pin recorded (each step logged for the undo)."""
     bak = a.backup_path
-    notes = remove_temp_leftovers(target)
+    if not plan.from_backup and a.backup is BackupState.STALE:
+        aside = fsio.set_aside(bak, a.backup_sha256)
+        log.renamed(bak, aside)
+        notes.append(
+            f"the old backup was stale (a pristine file of another version, not made from this "
+            f"file); set aside as {aside.name}, it will never be restored "
+            f"(`ple4patch revert --clean` removes it)"
+        )
+    if not plan.from_backup:
+        if not lexists(bak):
+            log.created(bak)
+        if fsio.write_backup(bak, plan.source, like=a.target):
+            notes.append(f"backup written: {bak.name}")
+    pin = plan.pin
+    if pin is None:
+        pin = _record_local_pin(a, plan, log, notes)
+    return pin
+
+
+def _replaced_notes(items: list[tuple[Assessment, Plan]], hardlinked: list[Path]) -> list[str]:
+    return [f"{'the target' if p == items[0][0].target else p.name} was hard-linked: it now has a new "
+            f"inode, the other links keep the old bytes" for p in hardlinked]
+
+
+def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
+    """Land one plan per file, all or nothing: until the first target is replaced any failure
+    (not writable, disk full, Ctrl-C) takes every step back, so the venv is exactly as before;
+    from then on the journal names the set, and a failure leaves it for the next run."""
+    assert items
+    site = items[0][0].engine.site_packages
+    notes = [n for a, _plan in items for n in remove_temp_leftovers(a.target)]
+    per_file: list[list[str]] = [[] for _ in items]
     log = MoveLog()
+    pins: list[Pin] = []
     try:
-        if not plan.from_backup and a.backup is BackupState.STALE:
-            aside = fsio.set_aside(bak, a.backup_sha256)
-            log.renamed(bak, aside)
-            notes.append(
-                f"the old backup was stale (a pristine file of another version, not made from this "
-                f"file); set aside as {aside.name}, it will never be restored "
-                f"(`ple4patch revert --clean` removes it)"
-            )
-        if not plan.from_backup:
-            if not lexists(bak):
-                log.created(bak)
-            if fsio.write_backup(bak, plan.source, like=target):
-                notes.append(f"backup written: {bak.name}")
+        for (a, plan), file_notes in zip(items, per_file):
+            pins.append(_prepare(a, plan, log, file_notes))
         fsio.fault("after-backup")
-        pin = plan.pin
-        if pin is None:
-            pin = _record_local_pin(a, plan, log, notes)
+        if any(plan.pin is None for _a, plan in items):
             fsio.fault("after-pins")
-        hardlinked = os.stat(target).st_nlink > 1
-        fsio.atomic_write(target, plan.output, like=target, fault_temp=True)
+        journaled = len(items) > 1
+        if journaled:
+            log.created(fileset.write_journal(site, "apply", {
+                rel_of(a.target): {"pristine_sha256": plan.source_sha, "patched_sha256": plan.output_sha}
+                for a, plan in items
+            }))
+            fsio.fault("after-journal")
+        hardlinked = [a.target for a, _plan in items if os.stat(a.target).st_nlink > 1]
+        first_a, first_plan = items[0]
+        fsio.atomic_write(first_a.target, first_plan.output, like=first_a.target, fault_temp=True)
     except BaseException:
-        if file_sha256(target) == plan.source_sha:  # the target still holds its old bytes
+        if file_sha256(items[0][0].target) == items[0][1].source_sha:  # nothing replaced yet
             log.rollback()
         raise
-    log.commit()
-    if hardlinked:
-        notes.append("the target was hard-linked: it now has a new inode, the other links keep the old bytes")
+    log.commit()  # from here on the journal (if any) converges the set
+    for i, (a, plan) in enumerate(items[1:], start=1):
+        fsio.fault("between-replaces")
+        fsio.atomic_write(a.target, plan.output, like=a.target)
+    notes += _replaced_notes(items, hardlinked)
     fsio.fault("after-replace")
-    removed, pyc_notes = bytecode.clean_pycache_noted(target, venv=a.engine.venv)
+    if journaled:
+        fileset.remove_journal(site)
+    cleaned = [bytecode.clean_pycache_noted(a.target, venv=a.engine.venv) for a, _plan in items]
+    removed_all: list[list[Path]] = [removed for removed, _pyc_notes in cleaned]
+    for file_notes, (_removed, pyc_notes) in zip(per_file, cleaned):
+        file_notes += pyc_notes
     fsio.fault("after-pycache")
-    if removed:
-        notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return Written(notes + pyc_notes, removed, pin)
+    out = []
+    for i, ((a, plan), file_notes, removed, pin) in enumerate(zip(items, per_file, removed_all, pins)):
+        extra = notes if i == 0 else []
+        if removed:
+            file_notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+        out.append(Written(extra + file_notes, removed, pin))
+    return out
+
+
+def write_patch(a: Assessment, plan: Plan) -> Written:
+    """Land one file's plan (`write_set` of one)."""
+    return write_set([(a, plan)])[0]
+
+
+def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
+    """Put each backup's pristine bytes back over its target and remove the backups: with more
+    than one file, under the journal (a kill converges on the next run)."""
+    assert files
+    site = files[0].engine.site_packages
+    datas = []
+    for a in files:
+        data = readfile.read_regular(a.backup_path, follow=False)
+        if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
+            raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
+        datas.append(data)
+    journaled = len(files) > 1
+    if journaled:
+        fileset.write_journal(site, "revert", {
+            rel_of(a.target): {"pristine_sha256": a.backup_sha256, "patched_sha256": a.current_sha256}
+            for a in files
+        })
+        fsio.fault("after-journal")
+    for i, (a, data) in enumerate(zip(files, datas)):
+        if i:
+            fsio.fault("between-replaces")
+        fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0))
+    fsio.fault("after-replace")
+    kept: dict[Path, str] = {}
+    for a in files:
+        try:  # the target is pristine now: a backup left beside it is harmless (the next revert removes it)
+            fsio.remove(a.backup_path)
+        except NotWritable as err:
+            kept[a.target] = f"could not remove the backup ({err}); harmless: it is identical to the target"
+    fsio.fault("after-backup-removed")
+    if journaled:
+        fileset.remove_journal(site)
+    out = []
+    for i, a in enumerate(files):
+        removed, pyc_notes = bytecode.clean_pycache_noted(a.target, venv=a.engine.venv)
+        notes = ([kept[a.target]] if a.target in kept else []) + pyc_notes
+        try:
+            notes += clean_set_aside(a.target, clean)
+        except NotWritable as err:
+            notes.append(f"could not remove a set-aside backup ({err})")
+        if removed:
+            notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+        out.append(Written(notes, removed))
+    fsio.fault("after-pycache")
+    return out
 
 
 def restore(a: Assessment, clean: bool) -> Written:
     """Put the backup's pristine bytes back over the target and remove the backup."""
-    target = a.target
-    data = readfile.read_regular(a.backup_path, follow=False)
-    if sha256_hex(data) != a.backup_sha256:  # changed since assessed: we hold the lock, so never
-        raise ModifiedFile(f"{a.backup_path} changed while reverting: nothing written; run revert again")
-    fsio.atomic_write(target, data, like=target, fault_temp=True)
-    fsio.fault("after-replace")
-    notes: list[str] = []
-    try:  # the target is pristine now: a backup left beside it is harmless (the next revert removes it)
-        fsio.remove(a.backup_path)
-    except NotWritable as err:
-        notes.append(f"could not remove the backup ({err}); harmless: it is identical to the target")
-    fsio.fault("after-backup-removed")
-    removed, pyc_notes = bytecode.clean_pycache_noted(target, venv=a.engine.venv)
-    fsio.fault("after-pycache")
-    notes += pyc_notes
-    try:
-        notes += clean_set_aside(target, clean)
-    except NotWritable as err:
-        notes.append(f"could not remove a set-aside backup ({err})")
-    if removed:
-        notes.append(f"removed {len(removed)} stale bytecode file(s)")
-    return Written(notes, removed)
+    return restore_set([a], clean)[0]

@@ -17,6 +17,7 @@ from ple4patch.ckpt.header import HeaderError, read_safetensors_header
 from ple4patch.ckpt.scan import CHUNK_BYTES
 from ple4patch.ckpt import inspect as ckpt_inspect
 from ple4patch.ckpt import report as ckpt_report
+from ple4patch.sentinel import PATCH_ID
 from ple4patch.errors import EXIT_CHECKPOINT, EXIT_ENGINE_NOT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
 torch = cf.torch
@@ -528,7 +529,7 @@ def test_venv_stock_engine_cannot_read_nvfp4(tmp_path: Path, meminfo) -> None:
 
     report = inspect(nvfp4, meminfo(), venv=patched)
     assert report.ok and report.engine["can_read"] is True
-    assert report.engine["patch_id"] == "nvfp4-rowpacked-1" and "nvfp4_rowpacked" in report.engine["reads"]
+    assert report.engine["patch_id"] == PATCH_ID and "nvfp4_rowpacked" in report.engine["reads"]
 
     report = inspect(fp8, meminfo(), venv=stock)
     assert report.ok and report.engine["version"] == "1.5.1"

@@ -93,3 +93,50 @@ def test_shipped_manifest_pins_every_shared_file():
         pin = shipped.by_pristine(row.sha256)
         assert pin is not None and pin.patch_id == PATCH_ID and row.commit[:8] in pin.label
         assert pin.size == row.size
+
+
+# -- a set of two real files: a real ple_layer.py and the real start-up policy ------------------------
+
+from ple4patch.paths import POLICY_REL, TARGET_REL  # noqa: E402
+
+REAL_POLICY = kit.REPO / "tests/data/engines/main-51c0f972/runtime_defaults.py"  # 1CatAI/1Cat-vLLM 51c0f972
+
+
+def real_policy() -> bytes:
+    if not REAL_POLICY.is_file():
+        pytest.skip(f"{REAL_POLICY} is not stored")
+    return REAL_POLICY.read_bytes()
+
+
+def test_shipped_manifest_pins_the_real_policy():
+    from ple4patch.transform import patch_policy_source
+
+    data = real_policy()
+    pin = m.load(use_env=False).by_pristine(kit.sha256_hex(data))
+    assert pin is not None and pin.target == POLICY_REL and "51c0f972" in pin.label
+    assert kit.sha256_hex(patch_policy_source(data.decode()).encode()) == pin.patched_sha256
+
+
+def test_real_set_cycle(wheelhouse, engine_venv):
+    """The newest real layer of ../shared (15a8d185) with the real policy of 51c0f972 (no layer of
+    that commit is stored: the pairing is the test's), both pinned by the shipped manifests."""
+    rows = {r.commit[:8]: r for r in kit.shared_engines()}
+    if "15a8d185" not in rows:
+        pytest.skip("../shared/engines is absent")
+    layer, policy = rows["15a8d185"].data, real_policy()
+    venv = engine_venv(wheelhouse.engine_set(layer, policy, version="1.5.2.dev100"))
+    shipped = m.load(use_env=False)
+    site = kit.site_packages(venv)
+    before = site_snapshot(venv, pycache=False)
+    r = commands.status.run(venv, manifest=shipped)
+    assert r.data["set"]["files"] == [TARGET_REL, POLICY_REL] and r.data["set"]["state"] == "pristine"
+    r = commands.apply.run(venv, manifest=shipped, dry_run=True)
+    assert "matches the pin" in r.message and f"+++ b/{POLICY_REL}" in r.output
+    r = commands.apply.run(venv, manifest=shipped)
+    assert [f["changed"] for f in r.data["files"]] == [True, True]
+    for f in r.data["files"]:
+        assert kit.sha(site / f["path"]) == f["pin"]["patched_sha256"]
+    assert commands.verify.run(venv, manifest=shipped).exit_code == 0
+    assert commands.revert.run(venv, manifest=shipped).data["set"]["state"] == "pristine"
+    assert (site / POLICY_REL).read_bytes() == policy and (site / TARGET_REL).read_bytes() == layer
+    assert site_snapshot(venv, pycache=False) == before

@@ -10,7 +10,9 @@ repositories and commits hold it, the commit dates, bytes, sha256, and what ple4
 with it: for `ple_layer.py` the codemod that applies (a dispatch gets a branch, or the
 earlier single assignment is wrapped) and whether the patched output passes the same check
 as `apply` (sentinel once, compiles), or the transform's refusal message; for
-`runtime_defaults.py` (no ple4patch target today) the start-up policy functions it defines.
+`runtime_defaults.py` the start-up policy functions it defines and the outcome of the policy
+patch (`ple4patch.transform.patch_policy_source`: the second file of a set), or that the file is
+not in a set (it defines no PLE placement function).
 
 Everything happens in memory: no engine text is written anywhere; the report (a markdown
 table of hashes, provenance and outcomes) goes to stdout or to --out.
@@ -203,7 +205,21 @@ def runtime_defaults_outcome(data: bytes) -> Outcome:
     shape = "defines " + ", ".join(f"`{n}`" for n in have) if have else "defines none of the PLE policy functions"
     if missing:
         shape += "; lacks " + ", ".join(f"`{n}`" for n in missing)
-    return Outcome(shape, "not a ple4patch target (no transform for this file)")
+    from ple4patch.errors import Ple4Error
+    from ple4patch.hashing import sha256_hex
+    from ple4patch.output_check import check_output
+    from ple4patch.policy_file import places_ple
+    from ple4patch.transform import patch_policy_source
+
+    text = data.decode("utf-8")
+    if not places_ple(text):
+        return Outcome(shape, "not in a patch set (no PLE placement to override): the set is ple_layer.py alone")
+    try:
+        out = check_output(patch_policy_source(text), RUNTIME_DEFAULTS)
+    except Ple4Error as exc:
+        return Outcome(shape, f"refused: {exc}")
+    return Outcome(shape, "patched (policy patch, second file of the set); output carries the sentinel once and compiles",
+                   sha256_hex(out))
 
 
 def outcome(version: Version) -> Outcome:

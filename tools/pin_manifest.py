@@ -16,6 +16,11 @@ When the patch id changes, the previous output's hash moves to the pin's
     python tools/pin_manifest.py --check    # exit 1 (and say what) if they are out of date
 
 Without ../shared the shipped pins are kept as they are (and --check skips them).
+
+The engine's start-up policy file (`vllm/platforms/runtime_defaults.py`, the second file of a
+set) is pinned the same way by `ple4patch.transform.patch_policy_source`: the real ones stored in
+tests/data/engines (`POLICY_FILES`) into `ple4patch/patches/runtime_defaults.json`, the stand-in
+engine's into the test manifest `tests/fixtures/standin_policy_manifest.json`.
 """
 
 from __future__ import annotations
@@ -144,6 +149,65 @@ def pin_standin(existing: m.Manifest) -> tuple[m.Manifest | None, list[str]]:
     return m.Manifest({pin.pristine_sha256: pin}), []
 
 
+POLICY_SHIPPED = SHIPPED_MANIFESTS_DIR / "runtime_defaults.json"
+POLICY_TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_policy_manifest.json"
+# The real policy files pinned (tests/data/engines/INDEX.md gives their provenance):
+# (folder, commit, engine version range).
+POLICY_FILES = (
+    ("main-51c0f972", "51c0f97201a70a644a80ac21d292a15eff0dc4e6", ""),
+)
+
+
+def make_policy_pin(source: bytes, name: str, label: str, versions: str, old: m.Pin | None, note: str) -> m.Pin:
+    from ple4patch.paths import POLICY_REL
+    from ple4patch.transform import patch_policy_source
+
+    try:
+        out = check_output(patch_policy_source(source.decode("utf-8")), name)
+    except Ple4Error as err:
+        raise SystemExit(f"{name}: {err}") from None
+    older = dict(old.older) if old else {}
+    if old is not None and old.patch_id != PATCH_ID:
+        older[old.patch_id] = old.patched_sha256
+    older.pop(PATCH_ID, None)
+    return m.Pin(pristine_sha256=sha256_hex(source), patched_sha256=sha256_hex(out), patch_id=PATCH_ID,
+                 label=label, engine_versions=versions or (old.engine_versions if old else ""),
+                 size=len(source), older=older, note=note, target=POLICY_REL)
+
+
+def pin_policies(existing: m.Manifest) -> tuple[m.Manifest, list[str]]:
+    """The shipped policy pins: every stored real policy file (kept when its file is gone)."""
+    out = m.Manifest()
+    notes = []
+    for folder, commit, versions in POLICY_FILES:
+        path = REPO / "tests/data/engines" / folder / "runtime_defaults.py"
+        if not path.is_file():
+            notes.append(f"{path.relative_to(REPO)} not found: its pin (if any) is kept")
+            continue
+        data = path.read_bytes()
+        pin = make_policy_pin(data, str(path), f"1Cat-vLLM main {commit[:8]} (start-up policy)", versions,
+                              existing.by_pristine(sha256_hex(data)),
+                              note=f"{commit}: vllm/platforms/runtime_defaults.py with "
+                                   f"_apply_sm70_qwen38_disk_ple_defaults and _qwen4exp_ple_cascade_requested")
+        out.pins[pin.pristine_sha256] = pin
+    for sha, pin in existing.pins.items():
+        out.pins.setdefault(sha, pin)
+    return out, notes
+
+
+def pin_standin_policy(existing: m.Manifest) -> m.Manifest | None:
+    from ple4patch.paths import POLICY_REL
+
+    path = engine_files.STANDIN_DIR / POLICY_REL
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    pin = make_policy_pin(data, str(path), "stand-in engine start-up policy (TEST ONLY)", "",
+                          existing.by_pristine(sha256_hex(data)),
+                          note="tests/fixtures/standin_engine: runtime_defaults.py shaped like 1Cat-vLLM 51c0f972's")
+    return m.Manifest({pin.pristine_sha256: pin})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if out of date")
@@ -160,7 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     test_old = load_existing(TEST_MANIFEST)
     test_new, more = pin_standin(test_old)
     notes += more
-    for path, old, new in ((SHIPPED, shipped_old, shipped_new), (TEST_MANIFEST, test_old, test_new)):
+    policy_old = load_existing(POLICY_SHIPPED)
+    policy_new, more = pin_policies(policy_old)
+    notes += more
+    policy_test_old = load_existing(POLICY_TEST_MANIFEST)
+    policy_test_new = pin_standin_policy(policy_test_old)
+    for path, old, new in ((SHIPPED, shipped_old, shipped_new), (TEST_MANIFEST, test_old, test_new),
+                           (POLICY_SHIPPED, policy_old, policy_new),
+                           (POLICY_TEST_MANIFEST, policy_test_old, policy_test_new)):
         if new is None:
             continue
         text = new.dumps()

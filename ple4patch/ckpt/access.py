@@ -18,6 +18,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from ..readfile import kind_of as what_is  # a file type in words, for "X is <what>, not a regular file"
+
 # O_NOFOLLOW: the path opened is already resolved, so a symlink there now was swapped in since.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -30,21 +32,6 @@ class AccessError(ValueError):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def what_is(mode: int) -> str:
-    """A file type in words, for "X is <what>, not a regular file"."""
-    for test, words in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISLNK, "a symlink"),
-    ):
-        if test(mode):
-            return words
-    return "not a regular file"
 
 
 def allowed_roots(root: Path) -> list[Path]:

@@ -1,9 +1,11 @@
-"""`ple4patch apply`: patch the engine's target (idempotent), or show the diff (--dry-run).
+"""`ple4patch apply`: patch the engine's set of files (idempotent), or show the diff (--dry-run).
 
-The flow, top-down: find the engine -> assess the target under the venv lock -> plan
-(transform in memory, output checked) -> write (`write.write_patch`) -> report. Nothing
-reaches disk before the whole output is known good; a dry run takes no lock and writes
-nothing.
+The flow, top-down: find the engine -> assess every file of the set under the venv lock ->
+plan each file that is not patched yet (transform in memory, output checked; any refusal stops
+here, nothing written) -> write (`write.write_set`: every backup, the journal, the replaces)
+-> report. Nothing reaches disk before every output is known good; a dry run takes no lock
+and writes nothing. The set is the PLE layer, plus the start-up policy file where the release
+has one (`fileset.members`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ import os
 
 from .. import manifest as manifest_mod
 from .. import plan as planning
-from .. import render, write
+from .. import render, set_report, write
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK
+from ..fileset import SetAssessment, assess_set
 from ..manifest import Manifest
-from ..paths import TARGET_REL
+from ..paths import POLICY_REL, rel_of
 from ..plan import PatchSource, Plan
 from ..result import Result
 from ..sentinel import PATCH_ID
-from ..state import Assessment, BackupState, State, assess
+from ..state import Assessment, BackupState, State
 
 
 def run(
@@ -30,86 +33,140 @@ def run(
     allow_unknown: bool = False,
     manifest: Manifest | None = None,
     patch_source: PatchSource | None = None,
+    policy_patch_source: PatchSource | None = None,
     lock_timeout: float | None = None,
 ) -> Result:
     engine = find_target(venv)
     base = manifest if manifest is not None else manifest_mod.load()
 
-    def make_plan(a: Assessment, full: Manifest) -> Plan:  # the transform is resolved lazily:
-        transform = patch_source or planning.default_patch_source()  # a patched file needs no libcst
-        return planning.make_plan(a, full, allow_unknown=allow_unknown, dry_run=dry_run, patch_source=transform)
+    def transform_for(a: Assessment) -> PatchSource:  # resolved lazily: a patched set needs no libcst
+        if rel_of(a.target) == POLICY_REL:
+            return policy_patch_source or planning.default_policy_patch_source()
+        return patch_source or planning.default_patch_source()
+
+    def make_plans(s: SetAssessment, full: Manifest) -> list[tuple[Assessment, Plan]]:
+        return [
+            (a, planning.make_plan(a, full.only(rel_of(a.target)), allow_unknown=allow_unknown,
+                                   dry_run=dry_run, patch_source=transform_for(a)))
+            for a in s.files if a.state is not State.PATCHED
+        ]
 
     if dry_run:  # no lock: nothing is written
-        full = manifest_mod.with_local(base, engine.target)
-        a = assess(engine, full)
-        if a.state is State.MISSING:
+        full = write.with_local_pins(base, engine)
+        s = assess_set(engine, full)
+        if s.layer.state is State.MISSING:
             engine.require_target()
-        if a.state is State.PATCHED:
-            return _already_patched(a, [], dry_run=True)
-        return _dry_run(a, make_plan(a, full))
+        if s.state == State.PATCHED.value:
+            return _already_patched(s, [], dry_run=True)
+        return _dry_run(s, make_plans(s, full))
 
-    def nothing_to_write(a: Assessment) -> bool:
-        return a.state is State.PATCHED and write.no_stale_bytecode(a)
+    def nothing_to_write(s: SetAssessment) -> bool:
+        return (s.state == State.PATCHED.value and s.journal is None and s.journal_problem is None
+                and all(write.no_stale_bytecode(a) for a in s.files))
 
-    with write.locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
-        if a.state is State.PATCHED:
-            return _already_patched(a, [] if not_writable is not None else write.tidy_leftovers(engine.target))
-        p = make_plan(a, full)
-        return _patched(a, p, write.write_patch(a, p))
+    with write.locked_set(engine, base, lock_timeout, nothing_to_write) as (s, full, not_writable):
+        if s.state == State.PATCHED.value:
+            tidied = [] if not_writable is not None else _finish_journal(s)
+            if not_writable is None:
+                for a in s.files:
+                    tidied += write.tidy_leftovers(a.target)
+            return _already_patched(s, tidied)
+        plans = make_plans(s, full)  # every file planned (or refused) before anything is written
+        tidied = _finish_journal(s)
+        return _patched(s, plans, write.write_set(plans), tidied)
 
 
-def _already_patched(a: Assessment, tidied: list[str], *, dry_run: bool = False) -> Result:
+def _finish_journal(s: SetAssessment) -> list[str]:
+    """A journal left by a killed run: this run finishes the set (each file in its own state is
+    safe, and this command brings every file to one state); the journal is removed."""
+    from ..fileset import remove_journal
+
+    if s.journal is None and s.journal_problem is None:
+        return []
+    what = f"an interrupted {s.journal.direction}" if s.journal is not None else "an unreadable journal"
+    remove_journal(s.engine.site_packages)
+    return [f"found {what} ({', '.join(s.rels)}); this apply brings the whole set to patched"]
+
+
+def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = False) -> Result:
+    a = s.layer
     msg = f"already patched ({a.patch_id}; {a.pin.label if a.pin else '-'}): nothing changed"
-    if a.backup is not BackupState.PRESENT:
-        msg += (
-            f"; warning: the backup is {a.backup.value}, so `revert` cannot restore the pristine "
-            f"file ({a.corrupt_backup_first()}reinstall the engine: {reinstall_hint(a.engine)}, then "
-            f"`ple4patch apply {a.engine.venv}`)"
-        )
-    data = {**render.report(a), "changed": False, "notes": a.notes + list(tidied)}
+    if len(s.files) > 1:
+        msg = f"already patched ({a.patch_id}; {len(s.files)} files: {', '.join(s.rels)}): nothing changed"
+    for f in s.files:
+        if f.backup is not BackupState.PRESENT:
+            msg += (
+                f"; warning: the backup of {f.target.name} is {f.backup.value}, so `revert` cannot "
+                f"restore the pristine file ({f.corrupt_backup_first()}reinstall the engine: "
+                f"{reinstall_hint(f.engine)}, then `ple4patch apply {f.engine.venv}`)"
+            )
+    data = {**set_report.report(s), "changed": False}
+    data["notes"] = data["notes"] + list(tidied)
     if dry_run:
         return Result("apply", EXIT_OK, "dry run: " + render.with_notes(msg, tidied),
                       {**data, "diff": "", "dry_run": True})
     return Result("apply", EXIT_OK, render.with_notes(msg, tidied), data)
 
 
-def _dry_run(a: Assessment, p: Plan) -> Result:
-    e = a.engine
-    assert a.current_bytes is not None
-    diff = render.unified_diff(a.current_bytes, p.output, TARGET_REL)
-    if p.pin is None:
+def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
+    e = s.engine
+    diff = ""
+    for a, p in plans:
+        assert a.current_bytes is not None
+        diff += render.unified_diff(a.current_bytes, p.output, rel_of(a.target))
+    unpinned = [a for a, p in plans if p.pin is None]
+    if unpinned:
+        names = ", ".join(rel_of(a.target) for a in unpinned)
         msg = (
-            f"dry run: nothing written. This file is NOT pinned (1cat-vllm {e.version} as shipped); "
-            f"if the diff above looks right, apply it with `ple4patch apply --allow-unknown {e.venv}`"
+            f"dry run: nothing written. This file is NOT pinned (1cat-vllm {e.version} as shipped: "
+            f"{names}); if the diff above looks right, apply it with "
+            f"`ple4patch apply --allow-unknown {e.venv}`"
         )
     else:
+        what = " and ".join(f"{p.pin.label}" for _a, p in plans)  # type: ignore[union-attr]
+        shas = ", ".join(p.output_sha for _a, p in plans)
         msg = (
-            f"dry run: nothing written; `ple4patch apply {e.venv}` would patch {p.pin.label} "
-            f"(output sha256 {p.output_sha} matches the pin)"
+            f"dry run: nothing written; `ple4patch apply {e.venv}` would patch {what} "
+            f"(output sha256 {shas} matches the pin)"
         )
-    return Result(
-        "apply",
-        EXIT_OK,
-        msg,
-        {**render.report(a), "dry_run": True, "changed": False, "diff": diff, "regions": render.diff_regions(diff),
-         "output_sha256": p.output_sha},
-        output=diff,
-    )
+    data = {**set_report.report(s), "dry_run": True, "changed": False, "diff": diff,
+            "regions": render.diff_regions(diff), "output_sha256": plans[0][1].output_sha}
+    for entry, a in zip(data["files"], s.files):
+        entry["output_sha256"] = next((p.output_sha for fa, p in plans if fa is a), None)
+    return Result("apply", EXIT_OK, msg, data, output=diff)
 
 
-def _patched(a: Assessment, p: Plan, written: write.Written) -> Result:
-    assert written.pin is not None
-    what = "upgraded from patch id " + str(a.patch_id) if p.from_backup else "patched"
-    msg = f"{what}: {a.target} ({PATCH_ID}; {written.pin.label}); sha256 {p.output_sha}"
-    data = {
-        **render.report(a),
-        "state_before": a.state.value,
-        "state": State.PATCHED.value,
-        "changed": True,
-        "pin": written.pin.describe(),
-        "output_sha256": p.output_sha,
-        "backup": {"state": BackupState.PRESENT.value, "path": str(a.backup_path), "sha256": p.source_sha},
-        "notes": a.notes + written.notes,
-        "pycache_removed": [str(x) for x in written.pycache_removed],
-    }
-    return Result("apply", EXIT_OK, render.with_notes(msg, written.notes), data)
+def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: list[write.Written],
+             tidied: list[str]) -> Result:
+    lines = []
+    for (a, p), w in zip(plans, written):
+        assert w.pin is not None
+        what = "upgraded from patch id " + str(a.patch_id) if p.from_backup else "patched"
+        lines.append(f"{what}: {a.target} ({PATCH_ID}; {w.pin.label}); sha256 {p.output_sha}")
+    notes = tidied + [n for w in written for n in w.notes]
+    layer = s.layer
+    layer_plan = next(((a, p, w) for (a, p), w in zip(plans, written) if a is layer), None)
+    data = {**set_report.report(s), "state_before": layer.state.value, "state": State.PATCHED.value,
+            "changed": True}
+    data["set"]["state"] = State.PATCHED.value
+    data["set"]["journal"] = None
+    if layer_plan is not None:
+        _a, p, w = layer_plan
+        data.update({
+            "pin": w.pin.describe(),  # type: ignore[union-attr]
+            "output_sha256": p.output_sha,
+            "backup": {"state": BackupState.PRESENT.value, "path": str(layer.backup_path), "sha256": p.source_sha},
+            "pycache_removed": [str(x) for x in w.pycache_removed],
+        })
+    else:
+        data["pycache_removed"] = []
+    for entry, a in zip(data["files"], s.files):
+        hit = next(((p, w) for (fa, p), w in zip(plans, written) if fa is a), None)
+        entry["state_before"] = a.state.value
+        entry["changed"] = hit is not None
+        if hit is not None:
+            p, w = hit
+            entry.update(state=State.PATCHED.value, pin=w.pin.describe(), output_sha256=p.output_sha,  # type: ignore[union-attr]
+                         backup={"state": BackupState.PRESENT.value, "path": str(a.backup_path), "sha256": p.source_sha})
+    data["notes"] = data["notes"] + notes
+    return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes), data)

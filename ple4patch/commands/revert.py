@@ -1,24 +1,30 @@
-"""`ple4patch revert`: put the pristine file back from the backup and remove the backup.
+"""`ple4patch revert`: put the pristine files of the set back from their backups and remove them.
 
-Under the venv lock: assess -> restore the backup (`write.restore`) when it restores this
-target, else tidy what is left (leftover backups, set-aside backups with --clean, temp
-files, stale bytecode) -> report. A target the backup cannot restore is refused, and
-nothing is written.
+Under the venv lock: assess every file of the set -> restore the backups (`write.restore_set`,
+under the journal when more than one file) of the files they restore, else tidy what is left
+(leftover backups, set-aside backups with --clean, temp files, stale bytecode, a killed run's
+journal) -> report. A file of the set that its backup cannot restore is refused before anything
+is written, and nothing is written.
 """
 
 from __future__ import annotations
 
 import os
 
-from .. import fsio, readfile, render, write
+from .. import fsio, readfile, render, set_report, write
 from .. import manifest as manifest_mod
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile, NotWritable
+from ..fileset import SetAssessment, assess_set, remove_journal
 from ..manifest import Manifest
-from ..paths import set_aside_backups
+from ..paths import POLICY_REL, rel_of, set_aside_backups
 from ..plan import is_patched_output_of
 from ..result import Result
-from ..state import Assessment, BackupState, State, assess
+from ..state import Assessment, BackupState, State
+
+
+def _pristine(a: Assessment) -> bool:
+    return a.state in (State.PRISTINE, State.UNPINNED)
 
 
 def run(
@@ -31,97 +37,140 @@ def run(
     engine = find_target(venv)
     base = manifest if manifest is not None else manifest_mod.load()
 
-    def nothing_to_write(a: Assessment) -> bool:  # pristine; and --clean has nothing to remove
-        if a.state not in (State.PRISTINE, State.UNPINNED) or not write.no_stale_bytecode(a):
+    def nothing_to_write(s: SetAssessment) -> bool:  # pristine; and --clean has nothing to remove
+        if s.journal is not None or s.journal_problem is not None:
             return False
-        return not (clean and (a.backup is BackupState.STALE or set_aside_backups(engine.target)))
+        if clean and s.orphans:
+            return False
+        for a in s.files:
+            if not _pristine(a) or not write.no_stale_bytecode(a):
+                return False
+            if clean and (a.backup is BackupState.STALE or set_aside_backups(a.target)):
+                return False
+        return True
 
-    with write.locked_assessment(engine, base, lock_timeout, nothing_to_write) as (a, full, not_writable):
+    with write.locked_set(engine, base, lock_timeout, nothing_to_write) as (s, full, not_writable):
         if not_writable is not None:  # read-only, and nothing to revert: write nothing at all
-            return _nothing_to_revert(a, clean, [], not_writable)
-        notes = write.remove_temp_leftovers(engine.target)
-        restorable = a.state in (State.PATCHED, State.PATCHED_OLDER) and a.backup is BackupState.PRESENT
-        if (
-            not restorable
-            and a.state is State.MODIFIED
-            and a.patch_id is not None
-            and a.backup is not BackupState.ABSENT
-            and a.current_bytes is not None
-            and a.backup_sha256 is not None
-        ):
-            restorable = is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes)
-            if restorable:
-                notes.append("no pin links the files; the transform confirmed the target is the backup's patched output")
-        if restorable:
-            return _restored(a, full, notes, write.restore(a, clean))
-        if a.state in (State.PATCHED, State.PATCHED_OLDER, State.MODIFIED):
+            return _nothing_to_revert(s, clean, [], not_writable)
+        notes: list[str] = []
+        for a in s.files:
+            notes += write.remove_temp_leftovers(a.target)
+        if clean:
+            notes += [f"removed {p.name}, the backup of a file this engine version no longer has (--clean)"
+                      for p in s.orphans if fsio.remove(p)]
+        if s.journal is not None or s.journal_problem is not None:
+            what = f"an interrupted {s.journal.direction}" if s.journal is not None else "an unreadable journal"
+            notes.append(f"found {what} ({', '.join(s.rels)}); this revert brings the whole set to pristine")
+        restore: list[Assessment] = []
+        for a in s.files:
+            if _pristine(a):
+                continue
+            if _restorable(a, notes):
+                restore.append(a)
+                continue
             why = (
                 f"its backup is {a.backup.value}"
                 if a.state is not State.MODIFIED
                 else "it is not the patched output of the backup (modified or foreign)"
             )
             raise ModifiedFile(
-                f"cannot revert {engine.target}: {why}; nothing written. Restore the engine with "
+                f"cannot revert {a.target}: {why}; nothing written. Restore the engine with "
                 f"{reinstall_hint(engine)}"
             )
-        return _nothing_to_revert(a, clean, notes, None)
+        if restore:
+            written = write.restore_set(restore, clean)
+            remove_journal(engine.site_packages)  # a killed run's: the set is pristine now
+            return _restored(s, restore, full, notes, written, clean)
+        remove_journal(engine.site_packages)
+        return _nothing_to_revert(s, clean, notes, None)
 
 
-def _restored(a: Assessment, manifest: Manifest, notes: list[str], written: write.Written) -> Result:
-    notes = notes + written.notes
-    msg = f"reverted: {a.target} holds its pristine bytes again (sha256 {a.backup_sha256}); backup removed"
-    return Result(
-        "revert",
-        EXIT_OK,
-        render.with_notes(msg, notes),
-        {
-            **render.report(a),
-            "state_before": a.state.value,
-            "state": assess(a.engine, manifest).state.value,
-            "changed": True,
-            "restored": True,
-            "notes": a.notes + notes,
-            "pycache_removed": [str(p) for p in written.pycache_removed],
-        },
-    )
+def _restorable(a: Assessment, notes: list[str]) -> bool:
+    if a.state in (State.PATCHED, State.PATCHED_OLDER) and a.backup is BackupState.PRESENT:
+        return True
+    if (
+        a.state is State.MODIFIED
+        and a.patch_id is not None
+        and a.backup is not BackupState.ABSENT
+        and a.current_bytes is not None
+        and a.backup_sha256 is not None
+        and is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes,
+                                 policy=rel_of(a.target) == POLICY_REL)
+    ):
+        notes.append(f"no pin links the files; the transform confirmed {a.target.name} is the backup's patched output")
+        return True
+    return False
 
 
-def _nothing_to_revert(a: Assessment, clean: bool, notes: list[str], not_writable: NotWritable | None) -> Result:
-    """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
-    (`not_writable` is None); otherwise writes nothing and says so."""
-    engine = a.engine
-    msg = f"nothing to revert: {engine.target} is {render.state_line(a)}; nothing to do"
-    if not_writable is not None:
-        notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
-    else:
-        notes += write.clean_stale_bytecode(engine.target)
+def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, notes: list[str],
+              written: list[write.Written], clean: bool) -> Result:
+    notes = notes + [n for w in written for n in w.notes]
+    # the files that needed no restore: tidy them like a pristine set (leftover backups, --clean)
+    for a in s.files:
+        if a not in restored:
+            notes += _tidy_pristine(a, clean)
+    lines = [f"reverted: {a.target} holds its pristine bytes again (sha256 {a.backup_sha256}); backup removed"
+             for a in restored]
+    after = assess_set(s.engine, manifest)
+    data = {**set_report.report(s), "state_before": s.layer.state.value, "state": after.layer.state.value,
+            "changed": True, "restored": True,
+            "pycache_removed": [str(p) for w in written for p in w.pycache_removed]}
+    data["set"] = set_report.set_data(after)["set"]
+    for entry, a, now in zip(data["files"], s.files, after.files):
+        entry.update(state_before=a.state.value, state=now.state.value, restored=a in restored)
+    data["notes"] = data["notes"] + notes
+    return Result("revert", EXIT_OK, render.with_notes("\n".join(lines), notes), data)
+
+
+def _corrupt_note(a: Assessment) -> str:
+    what = "sha256 " + a.backup_sha256[:12] if a.backup_sha256 else "not a readable regular file"
+    return (f"{a.backup_path.name} is not a backup ple4patch made of any known file (corrupt: {what}); "
+            f"ple4patch never removes, moves or restores it (--clean included): it may be yours")
+
+
+def _tidy_pristine(a: Assessment, clean: bool) -> list[str]:
+    notes = write.clean_stale_bytecode(a.target)
     if a.backup is BackupState.PRESENT:
-        if not_writable is None:
-            fsio.remove(a.backup_path)
-            notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
-        else:
-            notes.append(f"a leftover backup identical to the target stays ({a.backup_path.name}; harmless)")
+        fsio.remove(a.backup_path)
+        notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
     elif a.backup is BackupState.CORRUPT:  # not made by ple4patch from any known file: maybe yours
-        notes.append(
-            f"{a.backup_path.name} is not a backup ple4patch made of any known file (corrupt: "
-            f"{'sha256 ' + a.backup_sha256[:12] if a.backup_sha256 else 'not a readable regular file'}); "
-            f"ple4patch never removes, moves or restores it (--clean included): it may be yours"
-        )
+        notes.append(_corrupt_note(a))
     elif a.backup is BackupState.STALE:
-        if clean:  # only when writable: nothing_to_write refuses --clean with such a backup
+        if clean:
             fsio.remove(a.backup_path)
             notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")
         else:
             notes.append(
                 f"the backup {a.backup_path.name} is {a.backup.value}: it belongs to another engine "
                 f"version or build (the engine was upgraded or reinstalled since apply) and is never "
-                f"written over this file; `ple4patch revert --clean {engine.venv}` removes it"
+                f"written over this file; `ple4patch revert --clean {a.engine.venv}` removes it"
             )
-    if not_writable is None:
-        notes += write.clean_set_aside(engine.target, clean)
-    return Result(
-        "revert",
-        EXIT_OK,
-        render.with_notes(msg, notes),
-        {**render.report(a), "changed": False, "restored": False, "notes": a.notes + notes},
-    )
+    return notes + write.clean_set_aside(a.target, clean)
+
+
+def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writable: NotWritable | None) -> Result:
+    """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
+    (`not_writable` is None); otherwise writes nothing and says so."""
+    a = s.layer
+    msg = f"nothing to revert: {a.engine.target} is {render.state_line(a)}; nothing to do"
+    if len(s.files) > 1:
+        msg = f"nothing to revert: the {len(s.files)} files of the set ({', '.join(s.rels)}) are pristine; nothing to do"
+    if not_writable is not None:
+        notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
+        for f in s.files:
+            if f.backup is BackupState.PRESENT:
+                notes.append(f"a leftover backup identical to the target stays ({f.backup_path.name}; harmless)")
+            elif f.backup is BackupState.CORRUPT:
+                notes.append(_corrupt_note(f))
+            elif f.backup is BackupState.STALE:
+                notes.append(
+                    f"the backup {f.backup_path.name} is {f.backup.value}: it belongs to another engine "
+                    f"version or build and is never written over this file; `ple4patch revert --clean "
+                    f"{f.engine.venv}` removes it"
+                )
+    else:
+        for f in s.files:
+            notes += _tidy_pristine(f, clean)
+    data = {**set_report.report(s), "changed": False, "restored": False}
+    data["notes"] = data["notes"] + notes
+    return Result("revert", EXIT_OK, render.with_notes(msg, notes), data)

@@ -1,16 +1,17 @@
-"""`ple4patch status`: report the target's state, hashes and backup (reads only; fast)."""
+"""`ple4patch status`: report the state, hashes and backup of every file of the set (reads only; fast)."""
 
 from __future__ import annotations
 
 import os
 
+from .. import bytecode, render, set_report, write
 from .. import manifest as manifest_mod
-from .. import bytecode, render
 from ..engine import find_engine
 from ..errors import EXIT_ENGINE_NOT_FOUND, EXIT_OK, EngineNotFound
+from ..fileset import assess_set
 from ..manifest import Manifest
 from ..result import Result, error_object
-from ..state import State, assess
+from ..state import State
 
 
 def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = None) -> Result:
@@ -24,23 +25,24 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             f"state:   not installed: {err}",
             {"state": State.NOT_INSTALLED.value, "reason": getattr(err, "reason", None), "error": error_object(err)},
         )
-    a = assess(engine, manifest_mod.for_target(manifest, engine.target))
+    s = assess_set(engine, write.with_local_pins(manifest if manifest is not None else manifest_mod.load(), engine))
     inside = engine.inside_problem()
     if inside:
-        a.notes.append(inside)
-    for pyc in bytecode.unchecked_stale_pycache(engine.target):
-        fix = (f"; `ple4patch apply {engine.venv}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
-               else "")
-        a.notes.append(f"{pyc} is an unchecked-hash pyc of other bytes: Python would run it instead of the "
-                       f"file{fix}")
-    if a.state is State.MISSING:
+        s.layer.notes.append(inside)
+    for a in s.files:
+        for pyc in bytecode.unchecked_stale_pycache(a.target):
+            fix = (f"; `ple4patch apply {engine.venv}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
+                   else "")
+            a.notes.append(f"{pyc} is an unchecked-hash pyc of other bytes: Python would run it instead of the "
+                           f"file{fix}")
+    if s.layer.state is State.MISSING:
         try:
             engine.require_target()
         except EngineNotFound as err:
             return Result(
                 "status",
                 EXIT_ENGINE_NOT_FOUND,
-                render.status_text(a) + f"\nerror:   {err}",
-                {**render.report(a), "reason": "target_missing", "error": error_object(err)},
+                render.status_text(s.layer) + f"\nerror:   {err}",
+                {**set_report.report(s), "reason": "target_missing", "error": error_object(err)},
             )
-    return Result("status", EXIT_OK, render.status_text(a), render.report(a))
+    return Result("status", EXIT_OK, set_report.status_text(s), set_report.report(s))

@@ -1,18 +1,19 @@
-"""`ple4patch verify`: exit 0 only if the target is the exact patched output and its backup
-restores the pristine file (reads only)."""
+"""`ple4patch verify`: exit 0 only if every file of the set is the exact patched output and its
+backup restores the pristine file, and no interrupted run is left (reads only)."""
 
 from __future__ import annotations
 
 import os
 
 from .. import manifest as manifest_mod
-from .. import bytecode, render
+from .. import bytecode, render, set_report, write
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, VerifyFailed
+from ..fileset import assess_set
 from ..manifest import Manifest
 from ..result import Result
 from ..sentinel import PATCH_ID
-from ..state import BackupState, State, assess
+from ..state import BackupState, State
 
 
 def _next(a) -> str:
@@ -27,33 +28,37 @@ def _next(a) -> str:
 
 def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = None) -> Result:
     engine = find_target(venv)
-    a = assess(engine, manifest_mod.for_target(manifest, engine.target))
-    if a.state is State.MISSING:
+    s = assess_set(engine, write.with_local_pins(manifest if manifest is not None else manifest_mod.load(), engine))
+    if s.layer.state is State.MISSING:
         engine.require_target()
-    if a.state is not State.PATCHED:
+    if s.journal is not None:
         raise VerifyFailed(
-            f"{engine.target} is {render.state_line(a)}, not the output of patch {PATCH_ID}"
-            + _next(a)
+            f"an interrupted {s.journal.direction} left {s.journal.path}: run `ple4patch apply "
+            f"{engine.venv}` (or revert) to finish the set"
         )
-    assert a.pin is not None
-    if a.backup is not BackupState.PRESENT:
-        raise VerifyFailed(
-            f"{engine.target} is patched but its backup is {a.backup.value}, so revert could not "
-            f"restore the pristine file (expected sha256 {a.pin.pristine_sha256}): "
-            f"{a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(engine)}), then run "
-            f"`ple4patch apply {engine.venv}`"
+    lines = []
+    for a in s.files:
+        if a.state is not State.PATCHED:
+            raise VerifyFailed(
+                f"{a.target} is {render.state_line(a)}, not the output of patch {PATCH_ID}" + _next(a)
+            )
+        assert a.pin is not None
+        if a.backup is not BackupState.PRESENT:
+            raise VerifyFailed(
+                f"{a.target} is patched but its backup is {a.backup.value}, so revert could not "
+                f"restore the pristine file (expected sha256 {a.pin.pristine_sha256}): "
+                f"{a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(engine)}), then run "
+                f"`ple4patch apply {engine.venv}`"
+            )
+        stale = bytecode.unchecked_stale_pycache(a.target)
+        if stale:
+            raise VerifyFailed(
+                f"{a.target} is patched, but {stale[0]} is an unchecked-hash pyc of other bytes: Python "
+                f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
+                f"user who can write in {stale[0].parent} to remove it"
+            )
+        lines.append(
+            f"ok: {a.target} is the exact output of {PATCH_ID} for {a.pin.label} "
+            f"(sha256 {a.current_sha256}); the backup restores the pristine file (sha256 {a.backup_sha256})"
         )
-    stale = bytecode.unchecked_stale_pycache(engine.target)
-    if stale:
-        raise VerifyFailed(
-            f"{engine.target} is patched, but {stale[0]} is an unchecked-hash pyc of other bytes: Python "
-            f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
-            f"user who can write in {stale[0].parent} to remove it"
-        )
-    return Result(
-        "verify",
-        EXIT_OK,
-        f"ok: {engine.target} is the exact output of {PATCH_ID} for {a.pin.label} "
-        f"(sha256 {a.current_sha256}); the backup restores the pristine file (sha256 {a.backup_sha256})",
-        render.report(a),
-    )
+    return Result("verify", EXIT_OK, "\n".join(lines), set_report.report(s))

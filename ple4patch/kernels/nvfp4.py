@@ -59,13 +59,18 @@ def _e4m3fn_table() -> torch.Tensor:
     return bits.view(torch.float32)
 
 
-def _check_uint8_2d(name: str, t, width: int | None = None) -> None:
+def _check_tensor(name: str, t, dtypes: tuple, dim: int) -> None:
+    """TypeError/ValueError naming `name` unless `t` is a tensor of one of `dtypes` with `dim` dims."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != torch.uint8:
-        raise TypeError(f"{name}: expected dtype torch.uint8, got {t.dtype}")
-    if t.dim() != 2:
-        raise ValueError(f"{name}: expected a 2-D tensor, got shape {tuple(t.shape)}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name}: expected dtype {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if t.dim() != dim:
+        raise ValueError(f"{name}: expected a {dim}-D tensor, got shape {tuple(t.shape)}")
+
+
+def _check_uint8_2d(name: str, t, width: int | None = None) -> None:
+    _check_tensor(name, t, (torch.uint8,), 2)
     if width is not None and t.shape[1] != width:
         raise ValueError(f"{name}: expected {width} bytes a row, got shape {tuple(t.shape)}")
 
@@ -90,14 +95,9 @@ def pack_rows(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     Returns a new contiguous uint8 [N, D/2 + D/16] tensor on the codes' device.
     """
     _check_uint8_2d("codes", codes)
-    if not isinstance(scales, torch.Tensor):
-        raise TypeError(f"scales: expected a torch.Tensor, got {type(scales).__name__}")
+    _check_tensor("scales", scales, (torch.uint8, torch.float8_e4m3fn), 2)
     if scales.dtype == torch.float8_e4m3fn:
         scales = scales.view(torch.uint8)
-    elif scales.dtype != torch.uint8:
-        raise TypeError(f"scales: expected dtype torch.uint8 or torch.float8_e4m3fn, got {scales.dtype}")
-    if scales.dim() != 2:
-        raise ValueError(f"scales: expected a 2-D tensor, got shape {tuple(scales.shape)}")
     n, half = codes.shape
     if half % 8:
         raise ValueError(f"codes: expected D/2 bytes a row with D a multiple of 16, got shape {tuple(codes.shape)}")
@@ -172,12 +172,7 @@ def gather(
             )
     if launches not in (None, 1, 2):
         raise ValueError(f"launches: expected 1 or 2 (or None for the default), got {launches!r}")
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"ids: expected a torch.Tensor, got {type(ids).__name__}")
-    if ids.dtype != torch.int64:
-        raise TypeError(f"ids: expected dtype torch.int64, got {ids.dtype}")
-    if ids.dim() != 1:
-        raise ValueError(f"ids: expected a 1-D tensor, got shape {tuple(ids.shape)}")
+    _check_tensor("ids", ids, (torch.int64,), 1)
     if not isinstance(global_scale, torch.Tensor):
         raise TypeError(f"global_scale: expected a float32 1-element torch.Tensor, got {type(global_scale).__name__}")
     if global_scale.dtype != torch.float32 or global_scale.numel() != 1:

@@ -122,6 +122,15 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
     guard ``ple4_nvfp4_install`` puts around it.
     """
     what = f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r}"
+    # First: an admitted cascade also turns the engine's offload switch on (ple_offload_enabled
+    # reads KernelConfig.ple_disk_cascade_active), and its remedy is the kernel-config option.
+    cascade = _ple4_engine_helper("ple_cascade_configured")
+    if cascade is not None and cascade():
+        raise RuntimeError(
+            f"{what} does not support the PLE disk cascade the engine admitted at start-up: "
+            "pass --kernel-config '{\"ple_disk_cascade\": false}' (or patch the engine's start-up "
+            "policy too: `ple4patch apply` on an engine with vllm/platforms/runtime_defaults.py)"
+        )
     if _ple4_cpu_offload_enabled() or is_offload_process():
         raise RuntimeError(
             f"{what} keeps the PLE table in each GPU worker's pinned host memory and does not "
@@ -137,12 +146,6 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
         raise RuntimeError(
             f"{what} does not support the hybrid PLE mode: set VLLM_SM70_QWEN38_HYBRID_PLE=0 "
             "and VLLM_PLE_CPU_OFFLOAD=0"
-        )
-    cascade = _ple4_engine_helper("ple_cascade_configured")
-    if cascade is not None and cascade():
-        raise RuntimeError(
-            f"{what} does not support the PLE cascade placement: turn the cascade off "
-            "and keep VLLM_PLE_CPU_OFFLOAD=0"
         )
     if _ple4_gguf_active(quant_config):
         raise RuntimeError(

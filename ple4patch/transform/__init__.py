@@ -17,3 +17,13 @@ def patch_source(source: str) -> str:
 
 
 __all__ = ["patch_source"]
+
+
+def patch_policy_source(source: str) -> str:
+    """The patched text of the engine's ``vllm/platforms/runtime_defaults.py`` (see ``policy``)."""
+    from .policy import patch_policy_source as _patch_policy_source
+
+    return _patch_policy_source(source)
+
+
+__all__ += ["patch_policy_source"]

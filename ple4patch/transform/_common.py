@@ -120,6 +120,39 @@ def class_methods(cls: cst.ClassDef, name: str) -> list[tuple[int, cst.FunctionD
 
 
 @dataclass(frozen=True)
+class InitSite:
+    """``Qwen4ExpNGramEmbedding.__init__`` in a module: its statements, and the module with new ones."""
+
+    class_index: int
+    cls: cst.ClassDef
+    init_index: int
+    init: cst.FunctionDef
+
+    @property
+    def statements(self) -> list[cst.BaseStatement]:
+        return list(self.init.body.body)  # type: ignore[union-attr]  (an IndentedBlock: see ngram_init)
+
+    def with_statements(self, tree: cst.Module, stmts: list[cst.BaseStatement]) -> cst.Module:
+        """``tree`` with ``__init__``'s body replaced by ``stmts``, all else as it was."""
+        init = self.init.with_changes(body=self.init.body.with_changes(body=stmts))
+        class_body = list(self.cls.body.body)  # type: ignore[union-attr]
+        class_body[self.init_index] = init
+        cls = self.cls.with_changes(body=self.cls.body.with_changes(body=class_body))
+        body = list(tree.body)
+        body[self.class_index] = cls
+        return tree.with_changes(body=body)
+
+
+def ngram_init(tree: cst.Module, anchor: str) -> InitSite:
+    """The one ``__init__`` of the one top-level ``Qwen4ExpNGramEmbedding``; TransformError(anchor) else."""
+    class_index, cls = find_class(tree)
+    init_index, init = one(class_methods(cls, "__init__"), anchor, f"method {NGRAM_CLASS}.__init__")
+    if not isinstance(init.body, cst.IndentedBlock):
+        raise TransformError(anchor, "__init__ has no indented body")
+    return InitSite(class_index, cls, init_index, init)
+
+
+@dataclass(frozen=True)
 class InjectedModule:
     """One module of ple4patch.kernels as it is injected: its import lines and its body text."""
 

@@ -7,7 +7,7 @@ import libcst.matchers as m
 from libcst.codemod import CodemodCommand
 
 from ..errors import TransformError
-from ._common import NGRAM_CLASS, class_methods, find_class, one
+from ._common import NGRAM_CLASS, ngram_init, one
 
 ANCHOR = f"{NGRAM_CLASS}.__init__ ngram_embedding dispatch"
 LOCALS_ANCHOR = f"{NGRAM_CLASS}.__init__ locals"
@@ -47,11 +47,9 @@ class NgramEmbeddingDispatch(CodemodCommand):
     DESCRIPTION = "Dispatch ple_embedding_dtype 'nvfp4_rowpacked' to the NVFP4 PLE table."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        class_index, cls = find_class(tree)
-        init_index, init = one(class_methods(cls, "__init__"), ANCHOR, f"method {NGRAM_CLASS}.__init__")
-        if not isinstance(init.body, cst.IndentedBlock):
-            raise TransformError(ANCHOR, "__init__ has no indented body")
-        stmts = list(init.body.body)
+        site = ngram_init(tree, ANCHOR)
+        init = site.init
+        stmts = site.statements
         chains = [
             i for i, s in enumerate(stmts) if isinstance(s, cst.If) and m.findall(s, _SELF_NGRAM)
         ]
@@ -83,10 +81,4 @@ class NgramEmbeddingDispatch(CodemodCommand):
             leading_lines=chain.leading_lines,
             orelse=chain.with_changes(leading_lines=()),
         )
-        init = init.with_changes(body=init.body.with_changes(body=stmts))
-        class_body = list(cls.body.body)  # type: ignore[union-attr]
-        class_body[init_index] = init
-        cls = cls.with_changes(body=cls.body.with_changes(body=class_body))
-        body = list(tree.body)
-        body[class_index] = cls
-        return tree.with_changes(body=body)
+        return site.with_statements(tree, stmts)

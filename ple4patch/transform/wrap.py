@@ -16,7 +16,7 @@ import libcst.matchers as m
 from libcst.codemod import CodemodCommand
 
 from ..errors import TransformError
-from ._common import NGRAM_CLASS, class_methods, find_class, one
+from ._common import NGRAM_CLASS, ngram_init, one
 
 ANCHOR = f"{NGRAM_CLASS}.__init__ ngram_embedding assignment"
 PARAMS = ("config", "quant_config")
@@ -65,13 +65,11 @@ class NgramEmbeddingWrap(CodemodCommand):
     DESCRIPTION = "Build the NVFP4 PLE table in place of a plain VocabParallelEmbedding."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        class_index, cls = find_class(tree)
-        init_index, init = one(class_methods(cls, "__init__"), ANCHOR, f"method {NGRAM_CLASS}.__init__")
-        if not isinstance(init.body, cst.IndentedBlock):
-            raise TransformError(ANCHOR, "__init__ has no indented body")
+        site = ngram_init(tree, ANCHOR)
+        init = site.init
         if m.findall(init, m.Name("ple4_nvfp4_requested")):
             raise TransformError(ANCHOR, "__init__ already builds the NVFP4 table")
-        stmts = list(init.body.body)
+        stmts = site.statements
         assigns = [i for i, s in enumerate(stmts) if m.matches(s, _PLAIN_ASSIGN)]
         index = one(assigns, ANCHOR, "top-level 'self.ngram_embedding = VocabParallelEmbedding(...)' of __init__")
         others = [s for i, s in enumerate(stmts) if i != index and m.findall(s, SELF_NGRAM)]
@@ -110,10 +108,4 @@ class NgramEmbeddingWrap(CodemodCommand):
         orelse = branch.orelse.with_changes(body=branch.orelse.body.with_changes(body=[original]))
         stmts[index] = branch.with_changes(leading_lines=stmt.leading_lines, orelse=orelse)
 
-        init = init.with_changes(body=init.body.with_changes(body=stmts))
-        class_body = list(cls.body.body)  # type: ignore[union-attr]
-        class_body[init_index] = init
-        cls = cls.with_changes(body=cls.body.with_changes(body=class_body))
-        body = list(tree.body)
-        body[class_index] = cls
-        return tree.with_changes(body=body)
+        return site.with_statements(tree, stmts)

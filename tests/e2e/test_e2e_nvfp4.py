@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tools import engine_corpus  # noqa: E402
-import enginekit  # noqa: E402
+from tools import engine_files  # noqa: E402
 import harness as h  # noqa: E402  (sets TRITON_INTERPRET=1 without CUDA)
 from ple4patch.kernels.nvfp4 import dequant_reference  # noqa: E402
 from ple4patch.errors import TransformError  # noqa: E402
@@ -36,10 +36,10 @@ needs_cuda = pytest.mark.skipif(not h.HAS_CUDA, reason="needs a CUDA GPU")
 
 def _engine_sources() -> list:
     params = []
-    standin = enginekit.standin_file()
+    standin = engine_files.standin_file()
     if standin is not None:
         params.append(pytest.param(("standin", standin), id="standin"))
-    rows = enginekit.shared_engines()
+    rows = engine_files.shared_engines()
     if not rows:
         params.append(pytest.param(None, marks=pytest.mark.skip(reason="../shared/engines is absent"), id="no-shared"))
     for row in rows:

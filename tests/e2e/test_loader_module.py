@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import enginekit
+from tools import engine_files
 
 SRC = Path(__file__).resolve().parents[2] / "ple4patch" / "kernels" / "nvfp4_loader.py"
 PREFIXES = ("_ple4_", "ple4_", "Ple4")
@@ -46,7 +46,7 @@ def test_real_engine_files_gain_only_stdlib_imports():
     from ple4patch.transform._common import injected_modules
     from ple4patch.transform.imports import AddInjectedImports
 
-    rows = enginekit.shared_engines()
+    rows = engine_files.shared_engines()
     if not rows:
         pytest.skip("../shared/engines is absent")
     for row in rows:

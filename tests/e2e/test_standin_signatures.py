@@ -25,7 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tools import engine_corpus  # noqa: E402
-import enginekit  # noqa: E402
+from tools import engine_files  # noqa: E402
 import harness as h  # noqa: E402
 
 RECORD = Path(__file__).resolve().parents[1] / "data" / "engine_signatures.json"
@@ -50,7 +50,7 @@ def _params(func, drop_self: bool) -> list[list]:
 
 def test_the_record_covers_every_name_the_real_files_and_the_injected_code_import():
     names = set(RUNTIME_LOOKUPS)
-    texts = [r.path.read_text(encoding="utf-8") for r in enginekit.shared_engines()]
+    texts = [r.path.read_text(encoding="utf-8") for r in engine_files.shared_engines()]
     texts += [engine_corpus.check(r).decode("utf-8") for r in engine_corpus.corpus_files("ple_layer.py")]
     for text in texts:
         names |= imported_names(text, f"{NGRAM_PACKAGE}.ple_layer")
@@ -177,7 +177,7 @@ def test_on_the_cuda_platform_a_cpu_lookup_is_refused(tmp_path):
     """In the engine the op is registered for CUDA only: a lookup with CPU tensors on the V100
     platform does not run. Shown in a fresh process whose stand-in platform is CUDA (here the
     CPU tests register for the CPU key, where the engine's CPU platform would)."""
-    engine = enginekit.standin_file()
+    engine = engine_files.standin_file()
     script = textwrap.dedent(f"""
         import sys, torch
         sys.path.insert(0, {str(Path(__file__).parent)!r})

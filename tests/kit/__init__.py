@@ -55,7 +55,7 @@ from .cli import (  # noqa: E402
     run_real,
 )
 from .schema import schema_errors, validate  # noqa: E402
-from .pins import extra_manifests, fake_manifest_file, standin_manifest  # noqa: E402
+from .pins import extra_manifests, fake_manifest_file, standin_manifest, standin_set_manifests  # noqa: E402
 from .venvs import (  # noqa: E402
     Wheelhouse,
     assert_imports_current_source,
@@ -66,6 +66,7 @@ from .venvs import (  # noqa: E402
     sha,
     site_snapshot,
     standin_bytes,
+    standin_policy_bytes,
     template,
     temps,
     tree_hash,

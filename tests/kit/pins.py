@@ -52,6 +52,29 @@ def standin_manifest(base: Path) -> tuple[Path, m.Pin]:
     return _pins[str(base)]
 
 
+def standin_set_manifests(base: Path) -> tuple[list[Path], dict[str, m.Pin]]:
+    """Manifest files pinning the stand-in's two files (layer and start-up policy) to what the
+    current transforms make of them: ([layer file, policy file], {rel: pin})."""
+    from ple4patch.paths import POLICY_REL, TARGET_REL
+    from ple4patch.transform import patch_policy_source
+
+    from .venvs import standin_policy_bytes
+
+    layer_path, layer_pin = standin_manifest(base)
+    key = str(base) + "#policy"
+    if key not in _pins:
+        pin = pin_for(standin_policy_bytes(), patch_policy_source, source="reliability-tests",
+                      label="stand-in engine start-up policy (pinned at session start)")
+        pin = m.Pin(**{**pin.__dict__, "target": POLICY_REL})
+        man = m.Manifest(sources=["reliability-tests"])
+        man.add(pin)
+        path = base / "standin_policy_current_transform_manifest.json"
+        path.write_text(man.dumps())
+        _pins[key] = (path, pin)
+    policy_path, policy_pin = _pins[key]
+    return [layer_path, policy_path], {TARGET_REL: layer_pin, POLICY_REL: policy_pin}
+
+
 def extra_manifests() -> list[Path]:
     """The session's stand-in manifest (after `standin_manifest` made it)."""
     assert _pins, "use the `pinned` fixture first"

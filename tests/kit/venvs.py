@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from ple4patch.hashing import sha256_hex
-from ple4patch.paths import LOCK_NAME, TARGET_REL, TEMP_PREFIX, backup_path, pycs  # noqa: F401 (pycs: kit API)
+from ple4patch.paths import LOCK_NAME, POLICY_REL, TARGET_REL, TEMP_PREFIX, backup_path, pycs  # noqa: F401 (pycs: kit API)
 from tools.engine_files import STANDIN_DIR, standin_file
 from tools.throwaway import build_wheel, cli_env, install, make_venv, site_packages
 from tools.throwaway import target_of, venv_python
@@ -40,6 +40,10 @@ class Wheelhouse:
     def engine(self, data: bytes, *, version: str = "1.5.1", name: str = "1cat-vllm") -> Path:
         return self.wheel({TARGET_REL: data}, name=name, version=version)
 
+    def engine_set(self, layer: bytes, policy: bytes, *, version: str = "1.5.2") -> Path:
+        """A 1cat-vllm wheel holding the PLE layer and the start-up policy file (a two-file set)."""
+        return self.wheel({TARGET_REL: layer, POLICY_REL: policy}, version=version)
+
     def editable(self, data: bytes, *, version: str = "1.5.1") -> Path:
         key = ("editable", version, sha256_hex(data))
         if key not in self._cache:
@@ -54,6 +58,16 @@ def standin_bytes() -> bytes:
         import pytest
 
         pytest.skip(f"the stand-in engine is not there yet ({STANDIN_DIR})")
+    return path.read_bytes()
+
+
+def standin_policy_bytes() -> bytes:
+    """The stand-in engine's start-up policy file (mirrors 1Cat-vLLM 51c0f972's runtime_defaults.py)."""
+    path = STANDIN_DIR / POLICY_REL
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(f"the stand-in engine has no policy file ({path})")
     return path.read_bytes()
 
 

@@ -21,6 +21,7 @@ import pytest
 import kit
 from kit.fakepatch import PRISTINE_A, fake_manifest, fake_patch
 from ple4patch import bytecode, commands
+from ple4patch.sentinel import PATCH_ID
 
 MAN = fake_manifest(PRISTINE_A)
 MODES = [py_compile.PycInvalidationMode.UNCHECKED_HASH, py_compile.PycInvalidationMode.CHECKED_HASH,
@@ -57,7 +58,7 @@ def test_fresh_interpreter_runs_the_new_source(mode, fake_tpl, tmp_path):
 
     assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]
     for opt in (0, 1, 2):
-        assert run_module(venv, opt) == [1, "nvfp4-rowpacked-1", opt], f"stale bytecode after apply (-O x{opt})"
+        assert run_module(venv, opt) == [1, PATCH_ID, opt], f"stale bytecode after apply (-O x{opt})"
 
     compile_all(target, mode)  # the engine's own install step compiles the patched file
     assert commands.revert.run(venv, manifest=MAN).data["restored"]
@@ -74,7 +75,7 @@ def test_the_check_sees_stale_bytecode(fake_tpl, tmp_path):
     kit.compile_unchecked(target)
     target.write_bytes(PRISTINE_A)  # the file changes, its unchecked pyc stays
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert run_module(venv, 0)[1] == "nvfp4-rowpacked-1"
+    assert run_module(venv, 0)[1] == PATCH_ID
     with pytest.raises(AssertionError, match="stale bytecode"):
         kit.assert_imports_current_source(venv)
 

@@ -182,3 +182,151 @@ def test_partial_temp_of_the_backup_is_never_taken_for_anything(rerun, standin_t
     assert proc.returncode == 0 and any("interrupted run" in n and leftover.name in n for n in d["notes"]), d
     assert not leftover.exists() and kit.temps(target) == []
     check_converged(venv, pin, patched=command == "apply")
+
+
+# -- a set of two files (the PLE layer and the start-up policy) ----------------------------------
+#
+# The stand-in engine with its policy file (mirroring 1Cat-vLLM 51c0f972's runtime_defaults.py):
+# apply writes both backups, then the journal, then replaces the layer, then the policy. After a
+# kill at any step each file is whole (its pristine or its patched bytes, never a patched file
+# without its backup), the journal is there exactly while files may disagree, and the next apply
+# (or revert) brings both files to patched (or pristine) and removes the journal.
+
+from ple4patch.fsio import SET_APPLY_FAULT_POINTS, SET_REVERT_FAULT_POINTS  # noqa: E402
+from ple4patch.paths import JOURNAL_NAME, POLICY_REL, TARGET_REL  # noqa: E402
+
+# point -> (layer patched?, policy patched?, backups present?, journal present?)
+SET_APPLY_LEAVES = {
+    "after-lock": (False, False, False, False),
+    "after-backup": (False, False, True, False),
+    "after-journal": (False, False, True, True),
+    "after-temp": (False, False, True, True),
+    "between-replaces": (True, False, True, True),
+    "after-replace": (True, True, True, True),
+    "after-pycache": (True, True, True, False),
+}
+SET_REVERT_LEAVES = {
+    "after-lock": (True, True, True, False),
+    "after-journal": (True, True, True, True),
+    "after-temp": (True, True, True, True),
+    "between-replaces": (False, True, True, True),
+    "after-replace": (False, False, True, True),
+    "after-backup-removed": (False, False, False, True),
+    "after-pycache": (False, False, False, False),
+}
+
+
+def test_set_tables_cover_every_set_fault_point():
+    assert set(SET_APPLY_LEAVES) | {"after-pins"} == set(SET_APPLY_FAULT_POINTS)
+    assert set(SET_REVERT_LEAVES) == set(SET_REVERT_FAULT_POINTS)
+
+
+@pytest.fixture(scope="session")
+def set_pins(tmp_path_factory):
+    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-set",
+                        wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+
+
+def set_env(set_pins, **extra) -> dict:
+    return kit.env_with(set_pins[0], **{LOCK_TIMEOUT_ENV: "3", **extra})
+
+
+@pytest.fixture(scope="session")
+def patched_set_tpl(set_tpl, set_pins, tmp_path_factory):
+    venv = kit.clone(set_tpl, tmp_path_factory.mktemp("crash-set") / "patched")
+    proc = kit.run_real("apply", venv, env=set_env(set_pins))
+    assert proc.returncode == 0, proc.stderr
+    return venv
+
+
+def set_files(venv):
+    site = kit.site_packages(venv)
+    return site / TARGET_REL, site / POLICY_REL
+
+
+def check_set_after_kill(venv, set_pins, layer_patched, policy_patched, backups, journal):
+    pins = set_pins[1]
+    site = kit.site_packages(venv)
+    for target, rel, patched in zip(set_files(venv), (TARGET_REL, POLICY_REL), (layer_patched, policy_patched)):
+        pin = pins[rel]
+        assert kit.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256), rel
+        assert kit.backup_sha(target) == (pin.pristine_sha256 if backups else None), rel
+    assert (site / JOURNAL_NAME).exists() is journal
+    proc = kit.run_real("status", venv, "--json", env=set_env(set_pins))
+    d = kit.json_of(proc)
+    assert proc.returncode == 0, d
+    assert [f["path"] for f in d["files"]] == [TARGET_REL, POLICY_REL]
+    assert [f["state"] for f in d["files"]] == ["patched" if p else "pristine" for p in (layer_patched, policy_patched)]
+    expect = "mixed" if layer_patched != policy_patched else ("patched" if layer_patched else "pristine")
+    assert d["set"]["state"] == expect
+    assert (d["set"]["journal"] is not None) is journal
+    if journal:
+        assert any("interrupted" in n and JOURNAL_NAME in n for n in d["notes"]), d["notes"]
+
+
+def check_set_converged(venv, set_pins, patched: bool):
+    pins = set_pins[1]
+    site = kit.site_packages(venv)
+    assert not (site / JOURNAL_NAME).exists()
+    for target, rel in zip(set_files(venv), (TARGET_REL, POLICY_REL)):
+        assert kit.temps(target) == []
+        pin = pins[rel]
+        assert kit.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256)
+        assert kit.backup_sha(target) == (pin.pristine_sha256 if patched else None)
+    verify = kit.run_real("verify", venv, env=set_env(set_pins))
+    assert (verify.returncode == 0) is patched, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize("rerun", ["apply", "revert"])
+@pytest.mark.parametrize("point", list(SET_APPLY_LEAVES))
+def test_set_apply_killed(point, rerun, set_tpl, set_pins, tmp_path):
+    venv = kit.clone(set_tpl, tmp_path / "venv")
+    proc = kit.run_real("apply", venv, env=set_env(set_pins, **{FAULT_ENV: point}))
+    assert proc.returncode == KILLED, proc.stderr
+    check_set_after_kill(venv, set_pins, *SET_APPLY_LEAVES[point])
+    proc = kit.run_real(rerun, venv, "--json", env=set_env(set_pins))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_set_converged(venv, set_pins, patched=rerun == "apply")
+
+
+@pytest.mark.parametrize("rerun", ["revert", "apply"])
+@pytest.mark.parametrize("point", list(SET_REVERT_LEAVES))
+def test_set_revert_killed(point, rerun, patched_set_tpl, set_pins, tmp_path):
+    venv = kit.clone(patched_set_tpl, tmp_path / "venv")
+    proc = kit.run_real("revert", venv, env=set_env(set_pins, **{FAULT_ENV: point}))
+    assert proc.returncode == KILLED, proc.stderr
+    check_set_after_kill(venv, set_pins, *SET_REVERT_LEAVES[point])
+    proc = kit.run_real(rerun, venv, "--json", env=set_env(set_pins))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_set_converged(venv, set_pins, patched=rerun == "apply")
+
+
+@pytest.mark.parametrize("point", ["after-journal", "between-replaces"])
+def test_set_apply_ctrl_c(point, set_tpl, set_pins, tmp_path):
+    """Ctrl-C in a set's apply: before the first replace everything is taken back (backups,
+    journal); between the replaces the journal stays and the next apply finishes the set."""
+    import subprocess
+
+    from ple4patch.errors import EXIT_INTERRUPTED
+
+    venv = kit.clone(set_tpl, tmp_path / "venv")
+    before = kit.tree_hash(venv)
+    proc = subprocess.Popen([kit.PY, "-m", "ple4patch", "apply", str(venv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=set_env(set_pins, **{FAULT_ENV: f"sleep:{point}"}))
+    assert f"fault point {point}: sleeping" in proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    if point == "after-journal":
+        assert kit.tree_hash(venv) == before, "an interrupted set apply left something behind"
+    else:
+        check_set_after_kill(venv, set_pins, True, False, True, True)
+    proc = kit.run_real("apply", venv, env=set_env(set_pins))
+    assert proc.returncode == 0, proc.stderr
+    check_set_converged(venv, set_pins, patched=True)

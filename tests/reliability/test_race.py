@@ -169,3 +169,52 @@ def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
     stdout, stderr = waiter.communicate(timeout=60)
     assert waiter.returncode == 0, stderr
     assert kit.tree_hash(venv) != before
+
+
+# -- a set of two files (layer and start-up policy), the real CLI and transforms --------------------
+
+from ple4patch.paths import JOURNAL_NAME, POLICY_REL, TARGET_REL  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def set_pins(tmp_path_factory):
+    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-set",
+                        wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+
+
+def set_shas(venv):
+    site = kit.site_packages(venv)
+    return {rel: (kit.sha(site / rel), kit.backup_sha(site / rel)) for rel in (TARGET_REL, POLICY_REL)}
+
+
+def test_concurrent_applies_of_a_set(set_pins, set_tpl, tmp_path):
+    """Three applies of a two-file set at once: one patches both files, the others find them patched."""
+    mans, pins = set_pins
+    venv = kit.clone(set_tpl, tmp_path / "venv")
+    env = kit.env_with(mans, **{LOCK_TIMEOUT_ENV: "60"})
+    cmd = [kit.PY, "-m", "ple4patch", "apply", str(venv), "--json"]
+    datas = [kit.json_of(p) for p in race([cmd] * 3, env, tmp_path)]
+    assert sorted(d["changed"] for d in datas) == [False, False, True]
+    assert set_shas(venv) == {rel: (p.patched_sha256, p.pristine_sha256) for rel, p in pins.items()}
+    assert not (kit.site_packages(venv) / JOURNAL_NAME).exists()
+
+
+@pytest.mark.parametrize("start_patched", [False, True])
+def test_apply_racing_revert_of_a_set_is_never_mixed(start_patched, set_pins, set_tpl, tmp_path):
+    mans, pins = set_pins
+    venv = kit.clone(set_tpl, tmp_path / "venv")
+    env = kit.env_with(mans, **{LOCK_TIMEOUT_ENV: "60"})
+    if start_patched:
+        assert kit.run_real("apply", venv, env=env).returncode == 0
+    cmds = [[kit.PY, "-m", "ple4patch", c, str(venv), "--json"] for c in ("apply", "revert")]
+    results = race(cmds, env, tmp_path)
+    assert [p.returncode for p in results] == [0, 0], [p.stderr for p in results]
+    patched = {rel: (p.patched_sha256, p.pristine_sha256) for rel, p in pins.items()}
+    pristine = {rel: (p.pristine_sha256, None) for rel, p in pins.items()}
+    assert set_shas(venv) in (patched, pristine)
+    assert not (kit.site_packages(venv) / JOURNAL_NAME).exists()

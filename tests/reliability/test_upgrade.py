@@ -210,3 +210,85 @@ def test_uninstall_of_a_patched_engine_names_what_is_left(wheelhouse, tmp_path_f
         assert "1cat-vllm is not installed" in line and "\n" not in line.strip()
         assert f"{site / 'vllm'} is left over" in line and "ple_layer.py.bak-pre-ple4" in line, line
         assert "namespace package" in line and "reinstall 1cat-vllm" in line
+
+
+# -- sets: releases with and without the start-up policy file -----------------------------------
+
+from ple4patch.paths import POLICY_REL, TARGET_REL  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def set_pins(tmp_path_factory):
+    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+
+
+def test_upgrade_to_a_release_with_the_policy_file(wheelhouse, set_pins, tmp_path):
+    """1.5.1 (the layer alone, patched) -> 1.5.2 (the same layer and the policy file): the new
+    set is pristine with a present layer backup; apply patches both, revert restores both."""
+    mans, pins = set_pins
+    env = kit.env_with(mans)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine(kit.standin_bytes(), version="1.5.1"))
+    rc, d = cli("apply", venv, env=env)
+    assert (rc, d["set"]["files"]) == (0, [TARGET_REL])
+    kit.install(venv, wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes(), version="1.5.2"))
+    rc, d = cli("status", venv, env=env)
+    assert d["set"] == {"files": [TARGET_REL, POLICY_REL], "state": "pristine", "journal": None, "journal_problem": None}
+    assert d["files"][0]["backup"]["state"] == "present"
+    assert cli("verify", venv, env=env)[0] == EXIT_VERIFY_FAILED
+    rc, d = cli("apply", venv, env=env)
+    assert rc == 0 and [f["changed"] for f in d["files"]] == [True, True]
+    assert cli("verify", venv, env=env)[0] == 0
+    rc, d = cli("revert", venv, env=env)
+    assert rc == 0 and d["set"]["state"] == "pristine"
+    site = kit.site_packages(venv)
+    for rel in (TARGET_REL, POLICY_REL):
+        assert kit.sha(site / rel) == pins[rel].pristine_sha256 and not backup_path(site / rel).exists()
+
+
+def test_upgrade_to_a_release_without_the_policy_file(wheelhouse, set_pins, tmp_path):
+    """A patched set, then an engine version without the policy file: pip removes the patched
+    policy and leaves its backup; the new set is the layer alone, the orphan backup is named by
+    status, never restored, and removed by `revert --clean`."""
+    mans, pins = set_pins
+    env = kit.env_with(mans)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes(), version="1.5.2"))
+    assert cli("apply", venv, env=env)[0] == 0
+    kit.install(venv, wheelhouse.engine(kit.standin_bytes(), version="1.5.3"))
+    site = kit.site_packages(venv)
+    policy = site / POLICY_REL
+    assert not policy.exists() and kit.backup_sha(policy) == pins[POLICY_REL].pristine_sha256
+    rc, d = cli("status", venv, env=env)
+    assert rc == 0 and d["set"]["files"] == [TARGET_REL]
+    assert any("no longer has" in n and "revert --clean" in n for n in d["notes"])
+    rc, d = cli("apply", venv, env=env)
+    assert rc == 0 and d["changed"] and not policy.exists()
+    rc, d = cli("revert", venv, env=env)
+    assert rc == 0 and d["restored"] and backup_path(policy).exists()
+    rc, d = cli("revert", venv, "--clean", env=env)
+    assert rc == 0 and not backup_path(policy).exists() and not policy.exists()
+    assert kit.sha(site / TARGET_REL) == pins[TARGET_REL].pristine_sha256
+
+
+def test_upgrade_of_a_patched_set_to_unpinned_files(wheelhouse, set_pins, tmp_path):
+    """Both files change in the new version (unpinned): both old backups are stale, apply
+    refuses until --allow-unknown, then sets both aside and patches both."""
+    mans, _pins = set_pins
+    env = kit.env_with(mans)
+    layer_b = kit.standin_bytes() + b"\n# 1.5.3\n"
+    policy_b = kit.standin_policy_bytes() + b"\n# 1.5.3\n"
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes(), version="1.5.2"))
+    assert cli("apply", venv, env=env)[0] == 0
+    kit.install(venv, wheelhouse.engine_set(layer_b, policy_b, version="1.5.3"))
+    rc, d = cli("status", venv, env=env)
+    assert [f["state"] for f in d["files"]] == ["unpinned", "unpinned"]
+    assert [f["backup"]["state"] for f in d["files"]] == ["stale", "stale"]
+    before = kit.tree_hash(venv)
+    rc, d = cli("apply", venv, env=env)
+    assert rc == EXIT_UNPINNED and kit.tree_hash(venv) == before
+    rc, d = cli("apply", venv, "--allow-unknown", env=env)
+    assert rc == 0 and [f["changed"] for f in d["files"]] == [True, True]
+    assert sum("set aside" in n for n in d["notes"]) == 2
+    assert cli("verify", venv, env=env)[0] == 0

@@ -1,0 +1,183 @@
+"""The set of files one engine version's patch spans, assessed together, and the set's journal.
+
+A set is the PLE layer (`paths.TARGET_REL`, always) and, where the release has a start-up policy
+file that places the PLE table by itself (`policy_file.places_ple`: 1CatAI/1Cat-vLLM
+51c0f97201a70a644a80ac21d292a15eff0dc4e6 and later), `paths.POLICY_REL`. Each file is assessed
+on its own (`state.assess`: its hashes, pins, sentinel and `.bak-pre-ple4`); the set's state is
+theirs when they agree, else `mixed`.
+
+The journal (`<site-packages>/.ple4patch-journal.json`) exists only while an apply or revert
+replaces more than one file: it names the direction and, per file, the pristine and the patched
+sha256. A kill leaves it behind; `status` reports the interrupted run, and the next apply or
+revert (each file on its own is safe in either state, and both commands finish per file)
+converges the whole set and removes it. No libcst, no torch: `status` runs this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import fsio
+from .engine import Engine, _read_record
+from .errors import ModifiedFile
+from .manifest import Manifest
+from .paths import POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
+from .policy_file import places_ple
+from .state import Assessment, State, assess
+
+JOURNAL_SCHEMA = 1
+DIRECTIONS = ("apply", "revert")
+MIXED = "mixed"  # the set's state when its files disagree
+
+
+def engine_for(engine: Engine, rel: str) -> Engine:
+    """`engine` with `rel` as its target (its RECORD row read afresh)."""
+    if rel == TARGET_REL and engine.target == engine.site_packages / TARGET_REL:
+        return engine
+    row = _read_record(engine.dist_info).get(rel)
+    sha, size = row if row else (None, None)
+    return dataclasses.replace(engine, target=engine.site_packages / rel, record_sha256=sha,
+                               record_size=size, record_listed=row is not None)
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def members(engine: Engine) -> list[Engine]:
+    """The files of this engine version's set: the layer, and the policy file where RECORD lists
+    it, it is a file, and it (or its backup) defines the PLE placement the patch overrides."""
+    out = [engine_for(engine, TARGET_REL)]
+    policy = engine_for(engine, POLICY_REL)
+    # a symlinked policy file is a member, so that apply/revert refuse it (they never write
+    # through symlinks) instead of patching the layer alone
+    if policy.record_listed and (policy.target.is_file() or policy.target.is_symlink()):
+        text = _text(policy.target)
+        backup = _text(backup_path(policy.target))
+        if any(t is not None and places_ple(t) for t in (text, backup)):
+            out.append(policy)
+    return out
+
+
+def orphan_backups(engine: Engine, in_set: list[Engine]) -> list[Path]:
+    """Backups of files that are no longer in the set (an upgrade removed the policy file, so
+    pip removed the patched file and left ple4patch's backup): never restored."""
+    taken = {m.target for m in in_set}
+    out = []
+    for rel in TARGET_RELS:
+        target = engine.site_packages / rel
+        if target not in taken and (backup_path(target).exists() or backup_path(target).is_symlink()):
+            out.append(backup_path(target))
+    return out
+
+
+@dataclass(frozen=True)
+class Journal:
+    direction: str
+    files: dict  # rel -> {"pristine_sha256": ..., "patched_sha256": ...}
+    path: Path
+
+    def as_dict(self) -> dict:
+        return {"path": str(self.path), "direction": self.direction, "files": self.files}
+
+
+def read_journal(site_packages: Path) -> tuple[Journal | None, str | None]:
+    """(the journal, None), or (None, why it is unusable) when a file is there but unreadable,
+    or (None, None) when there is none."""
+    path = journal_path(site_packages)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return None, f"{path.name} is not a regular file"
+    try:
+        raw = fsio.read_if_exists(path)
+    except OSError as exc:
+        return None, f"cannot read {path.name}: {exc.strerror or exc}"
+    if raw is None:
+        return None, None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        direction, files = data["direction"], data["files"]
+        ok = data.get("schema_version") == JOURNAL_SCHEMA and direction in DIRECTIONS and isinstance(files, dict)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        return None, f"{path.name} is not a ple4patch journal (schema {JOURNAL_SCHEMA})"
+    return Journal(direction, files, path), None
+
+
+def write_journal(site_packages: Path, direction: str, files: dict) -> Path:
+    assert direction in DIRECTIONS, direction
+    path = journal_path(site_packages)
+    data = {"schema_version": JOURNAL_SCHEMA, "direction": direction, "files": files}
+    fsio.atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o644)
+    return path
+
+
+def check_journal_slot(site_packages: Path) -> None:
+    """Refuse (before anything is written) when something else is where the journal goes."""
+    path = journal_path(site_packages)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ModifiedFile(f"{path} is in the way of ple4patch's journal (not a regular file): nothing "
+                           f"written; move it away, then run the command again")
+
+
+def remove_journal(site_packages: Path) -> bool:
+    check_journal_slot(site_packages)
+    return fsio.remove(journal_path(site_packages))
+
+
+@dataclass
+class SetAssessment:
+    files: list[Assessment]
+    journal: Journal | None = None
+    journal_problem: str | None = None  # a journal file that cannot be read
+    notes: list[str] = field(default_factory=list)
+    orphans: list[Path] = field(default_factory=list)  # backups of files no longer in the set
+
+    @property
+    def layer(self) -> Assessment:
+        return self.files[0]
+
+    @property
+    def engine(self) -> Engine:
+        return self.layer.engine
+
+    @property
+    def rels(self) -> list[str]:
+        return [str(a.target.relative_to(a.engine.site_packages).as_posix()) for a in self.files]
+
+    @property
+    def state(self) -> str:
+        """The files' state when they agree, else `mixed` (a killed run's, or a hand edit's)."""
+        states = {a.state for a in self.files}
+        return states.pop().value if len(states) == 1 else MIXED
+
+    def by_state(self, *states: State) -> list[Assessment]:
+        return [a for a in self.files if a.state in states]
+
+
+def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
+    """Every file of the set, assessed on its own against its own pins; and the journal."""
+    in_set = members(engine)
+    files = [assess(member, manifest.only(str(member.target.relative_to(member.site_packages).as_posix())))
+             for member in in_set]
+    orphans = orphan_backups(engine, in_set)
+    journal, problem = read_journal(engine.site_packages)
+    notes = []
+    if journal is not None:
+        notes.append(f"an interrupted {journal.direction} left {journal.path.name}: the next "
+                     f"`ple4patch apply` or `ple4patch revert` finishes the whole set")
+    if problem is not None:
+        notes.append(f"{problem}; the next apply/revert removes it (each file is assessed on its own)")
+    for p in orphans:
+        notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
+                     f"no longer has; it is never restored (`ple4patch revert --clean` removes it)")
+    seen = set()
+    for a in files:  # notes of the root of site-packages come once
+        a.notes[:] = [n for n in a.notes if not (n in seen or seen.add(n))]
+    return SetAssessment(files, journal, problem, notes, orphans)
