@@ -57,7 +57,8 @@ venv_argument = click.argument("venv", required=False, metavar="[VENV]", type=Di
 
 
 def _text(result: Result, verbose: bool) -> str:
-    return result.message if verbose else render.short_hashes(result.message)
+    """The verdict for people: hashes short unless --verbose, lines fit 100 columns."""
+    return terminal.fit(result.message if verbose else render.short_hashes(result.message))
 
 
 def _printable_streams() -> None:

@@ -36,6 +36,7 @@ from . import engine as engine_mod
 from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
+from .ckpt.memory import gib
 from .ckpt.report import TEXT_WIDTH, render_body
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
 from .fileset import assess_set
@@ -149,9 +150,10 @@ def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dic
 def environment_findings(settings: dict) -> list[Finding]:
     """Every explicit setting the NVFP4 table refuses (the rules of the patched engine)."""
     out = []
-    for line in policy.ple4_policy_conflicts(settings):
-        why, _, change = line.rpartition(": ")
-        out.append(Finding("environment", why, blocks=True, change=change))
+    for name, _conflicting, _why, change in policy.PLE4_POLICY_RULES:
+        line = policy.ple4_policy_refusal(name, settings[name]) if name in settings else None
+        if line is not None:  # the engine's one-line refusal ends with what to change
+            out.append(Finding("environment", line.removesuffix(f": {change}"), blocks=True, change=change))
     return out
 
 
@@ -204,15 +206,14 @@ def memory_finding(memory: dict | None) -> Finding | None:
     need, have = memory.get("pinned_bytes_per_host"), memory.get("host_mem_available")
     if need is None:
         return None
-    gib = 2**30
-    where = f"{need:,} B ({need / gib:.2f} GiB) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
+    where = f"{need:,} B ({gib(need)}) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
     if have is None:
         return Finding("memory", f"{where}; MemAvailable unknown (no /proc/meminfo)")
     if memory.get("fits") is False:
-        return Finding("memory", f"{where}, MemAvailable {have / gib:.2f} GiB: does not fit", blocks=True,
+        return Finding("memory", f"{where}, MemAvailable {gib(have)}: does not fit", blocks=True,
                        change="free host memory, run fewer ranks on this host, or set VLLM_QWEN4EXP_PLE_HOST_GIB "
                               "to send rows past the budget to VRAM")
-    return Finding("memory", f"{where}, MemAvailable {have / gib:.2f} GiB: fits")
+    return Finding("memory", f"{where}, MemAvailable {gib(have)}: fits")
 
 
 def run(
@@ -246,11 +247,13 @@ def run(
                                     change=p.expected))
     blockers = [f for f in findings if f.blocks]
     if blockers:
-        verdict = (f"WILL NOT START: `vllm serve` would refuse this table: {len(blockers)} thing(s) to change "
-                   f"(listed above); first: {blockers[0].change or blockers[0].message}")
+        n = len(blockers)
+        verdict = f"WILL NOT START: {n} thing{'s' if n != 1 else ''} to change (marked ! above)"
+        first = f"{verdict}; first: {blockers[0].change or blockers[0].message}"
+        verdict = first if len(first) <= TEXT_WIDTH else verdict
     else:
         layout = next((t.layout for t in report.tables), None)
-        verdict = f"WILL START: `vllm serve` reads this table ({layout}) with the engine in {s.engine.venv}"
+        verdict = f"WILL START: `vllm serve` with the engine in {s.engine.venv} reads this table ({layout})"
     data = report.to_json()
     for key in ("schema_version", "ok"):
         data.pop(key, None)

@@ -59,9 +59,9 @@ def short_hashes(text: str) -> str:
 
 
 def engine_label(version: str, pin_label: str | None) -> str:
-    """The engine as the user knows it, its version first: `1cat-vllm 1.5.1 (file pinned as
-    1Cat-vLLM main 036318a0)`."""
-    return f"1cat-vllm {version}" + (f" (file pinned as {pin_label})" if pin_label else "")
+    """The engine as the user knows it, its version first: `1cat-vllm 1.5.1, file pinned as
+    1Cat-vLLM main 036318a0`."""
+    return f"1cat-vllm {version}" + (f", file pinned as {pin_label}" if pin_label else "")
 
 
 def state_line(a: Assessment) -> str:

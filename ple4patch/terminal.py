@@ -9,10 +9,12 @@ paged only when stdout is a terminal and the text is longer than the screen.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from typing import TextIO
 
 PAGER_ENV = "PLE4PATCH_PAGER"
@@ -26,6 +28,25 @@ _DIFF_COLOURS = (  # (line prefix, SGR), the first match wins: git's defaults
     ("+", "\033[32m"),
     ("-", "\033[31m"),
 )
+
+
+_NOTE = re.compile(r"^((?:note|warning|next):\s+)")
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """`text` with every `note:`, `warning:` or `next:` line longer than `width` wrapped under its text;
+    a word longer than a line (a path) stays whole. Other lines are left whole: a one-line
+    answer stays one line for scripts that read it."""
+    out = []
+    for line in text.split("\n"):
+        m = _NOTE.match(line)
+        if len(line) <= width or not m:
+            out.append(line)
+            continue
+        indent = " " * len(m.group(1))
+        out.append(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False))
+    return "\n".join(out)
 
 
 def is_tty(stream: TextIO | None = None) -> bool:

@@ -211,3 +211,20 @@ def test_schema_ships_in_the_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         shipped = json.loads(zf.read("ple4patch/schema/output.schema.json"))
     assert shipped == schema.load()
+
+
+def test_a_two_file_set_validates(wheelhouse, engine_venv, tmp_path_factory):
+    """The PLE layer and the start-up policy file: files[] and set in every command's JSON."""
+    manifests, _pins = kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+    venv = engine_venv(wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+    env = {"PLE4PATCH_EXTRA_MANIFESTS": ":".join(map(str, manifests)), "VIRTUAL_ENV": None}
+    states = []
+    for args in (["status"], ["apply", "--dry-run"], ["apply"], ["verify"], ["status"], ["revert"]):
+        d = invoke(*args, venv, env=env)
+        assert d["exit_code"] == 0, d
+        states.append((len(d["files"]), d["set"]["state"]))
+    assert states == [(2, "pristine"), (2, "pristine"), (2, "patched"), (2, "patched"), (2, "patched"),
+                      (2, "pristine")]
+    d = invoke("apply", "--dry-run", venv, env=env)
+    assert {r["file"] for r in d["regions"]} == {"vllm/models/qwen4_exp/nvidia/ple_layer.py",
+                                                "vllm/platforms/runtime_defaults.py"}

@@ -55,7 +55,7 @@ def main() -> int:
         print(f"built {wheel.name} and installed it into {venv} (pip, --no-deps)")
         env = throwaway.cli_env([TEST_MANIFEST])
         steps = [
-            (["apply", str(venv), "--dry-run"], 0, 40),
+            (["apply", str(venv), "--dry-run", "--stat"], 0, None),  # the summary; without --stat, the diff
             (["apply", str(venv)], 0, None),
             (["apply", str(venv)], 0, None),
             (["status", str(venv)], 0, None),

@@ -90,13 +90,14 @@ def _finish_journal(s: SetAssessment) -> list[str]:
 
 def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = False) -> Result:
     a = s.layer
-    msg = f"already patched ({a.patch_id}; {a.pin.label if a.pin else '-'}): nothing changed"
+    label = render.engine_label(a.engine.version, a.pin.label if a.pin else None)
+    msg = f"already patched ({label}): nothing changed"
     if len(s.files) > 1:
-        msg = f"already patched ({a.patch_id}; {len(s.files)} files: {', '.join(s.rels)}): nothing changed"
+        msg = f"already patched ({label}; {len(s.files)} files): nothing changed"
     for f in s.files:
         if f.backup is not BackupState.PRESENT:
             msg += (
-                f"; warning: the backup of {f.target.name} is {f.backup.value}, so `revert` cannot "
+                f"\nwarning: the backup of {f.target.name} is {f.backup.value}, so `revert` cannot "
                 f"restore the pristine file ({f.corrupt_backup_first()}reinstall the engine: "
                 f"{reinstall_hint(f.engine)}, then `ple4patch apply {f.engine.venv}`)"
             )
@@ -116,18 +117,17 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         diff += render.unified_diff(a.current_bytes, p.output, rel_of(a.target))
     unpinned = [a for a, p in plans if p.pin is None]
     if unpinned:
-        names = ", ".join(rel_of(a.target) for a in unpinned)
+        names = "".join(f"\n  {rel_of(a.target)}" for a in unpinned)
         msg = (
-            f"dry run: nothing written. This file is NOT pinned (1cat-vllm {e.version} as shipped: "
-            f"{names}); if the diff above looks right, apply it with "
-            f"`ple4patch apply --allow-unknown {e.venv}`"
+            f"dry run: nothing written. NOT pinned: 1cat-vllm {e.version} as shipped:{names}\n"
+            f"if the diff looks right, patch it with: ple4patch apply --allow-unknown {e.venv}"
         )
     else:
-        what = " and ".join(f"{p.pin.label}" for _a, p in plans)  # type: ignore[union-attr]
+        labels = list(dict.fromkeys(p.pin.label for _a, p in plans))  # type: ignore[union-attr]
         shas = ", ".join(p.output_sha for _a, p in plans)
         msg = (
-            f"dry run: nothing written; `ple4patch apply {e.venv}` would patch {what} "
-            f"(output sha256 {shas} matches the pin)"
+            f"dry run: nothing written; output sha256 {shas} matches the pin\n"
+            f"to patch {render.engine_label(e.version, ' and '.join(labels))}: ple4patch apply {e.venv}"
         )
     data = {**set_report.report(s), "dry_run": True, "changed": False, "diff": diff,
             "regions": render.diff_regions(diff), "output_sha256": plans[0][1].output_sha}
@@ -141,8 +141,10 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
     lines = []
     for (a, p), w in zip(plans, written):
         assert w.pin is not None
-        what = "upgraded from patch id " + str(a.patch_id) if p.from_backup else "patched"
-        lines.append(f"{what}: {a.target} ({PATCH_ID}; {w.pin.label}); sha256 {p.output_sha}")
+        if p.from_backup:
+            lines.append(f"upgraded: {rel_of(a.target)} ({a.patch_id} -> {PATCH_ID})")
+        else:
+            lines.append(f"patched: {rel_of(a.target)} ({PATCH_ID}, sha256 {p.output_sha})")
     notes = tidied + [n for w in written for n in w.notes]
     layer = s.layer
     layer_plan = next(((a, p, w) for (a, p), w in zip(plans, written) if a is layer), None)
@@ -169,4 +171,7 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
             entry.update(state=State.PATCHED.value, pin=w.pin.describe(), output_sha256=p.output_sha,  # type: ignore[union-attr]
                          backup={"state": BackupState.PRESENT.value, "path": str(a.backup_path), "sha256": p.source_sha})
     data["notes"] = data["notes"] + notes
+    pinned = plans[0][1].pin if plans else None
+    lines.append(f"engine:  1cat-vllm {s.engine.version} in {s.engine.venv}"
+                 + (f" (file pinned as {pinned.label})" if pinned else ""))
     return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes), data)

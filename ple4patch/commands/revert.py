@@ -109,8 +109,7 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
     for a in s.files:
         if a not in restored:
             notes += _tidy_pristine(a, clean)
-    lines = [f"reverted: {a.target} holds its pristine bytes again (sha256 {a.backup_sha256}); backup removed"
-             for a in restored]
+    lines = [f"reverted: {rel_of(a.target)}: pristine again, backup removed" for a in restored]
     after = assess_set(s.engine, manifest)
     data = {**set_report.report(s), "state_before": s.layer.state.value, "state": after.layer.state.value,
             "changed": True, "restored": True,
@@ -152,9 +151,9 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
     """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
     (`not_writable` is None); otherwise writes nothing and says so."""
     a = s.layer
-    msg = f"nothing to revert: {a.engine.target} is {render.state_line(a)}; nothing to do"
+    msg = f"nothing to revert: {rel_of(a.target)} is {a.state.value}; nothing to do"
     if len(s.files) > 1:
-        msg = f"nothing to revert: the {len(s.files)} files of the set ({', '.join(s.rels)}) are pristine; nothing to do"
+        msg = f"nothing to revert: the {len(s.files)} files of the set are pristine; nothing to do"
     if not_writable is not None:
         notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
         for f in s.files:

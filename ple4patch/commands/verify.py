@@ -11,6 +11,7 @@ from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, VerifyFailed
 from ..fileset import assess_set
 from ..manifest import Manifest
+from ..paths import rel_of
 from ..result import Result
 from ..sentinel import PATCH_ID
 from ..state import BackupState, State
@@ -40,7 +41,7 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
     for a in s.files:
         if a.state is not State.PATCHED:
             raise VerifyFailed(
-                f"{a.target} is {render.state_line(a)}, not the output of patch {PATCH_ID}" + _next(a)
+                f"{a.target.name} is {a.state.value}, not patched" + _next(a)
             )
         assert a.pin is not None
         if a.backup is not BackupState.PRESENT:
@@ -57,8 +58,8 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
                 f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
                 f"user who can write in {stale[0].parent} to remove it"
             )
-        lines.append(
-            f"ok: {a.target} is the exact output of {PATCH_ID} for {a.pin.label} "
-            f"(sha256 {a.current_sha256}); the backup restores the pristine file (sha256 {a.backup_sha256})"
-        )
+        lines.append(f"ok: {rel_of(a.target)} is exactly patched (sha256 {a.current_sha256})")
+        lines.append(f"    its backup restores the pristine file (sha256 {a.backup_sha256})")
+    label = render.engine_label(engine.version, s.layer.pin.label if s.layer.pin else None)
+    lines.append(f"engine:  {label}, patch {PATCH_ID}")
     return Result("verify", EXIT_OK, "\n".join(lines), set_report.report(s))

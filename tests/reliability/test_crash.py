@@ -310,15 +310,12 @@ def test_set_revert_killed(point, rerun, patched_set_tpl, set_pins, tmp_path):
 def test_set_apply_ctrl_c(point, set_tpl, set_pins, tmp_path):
     """Ctrl-C in a set's apply: before the first replace everything is taken back (backups,
     journal); between the replaces the journal stays and the next apply finishes the set."""
-    import subprocess
-
     from ple4patch.errors import EXIT_INTERRUPTED
 
     venv = kit.clone(set_tpl, tmp_path / "venv")
     before = kit.tree_hash(venv)
-    proc = subprocess.Popen([kit.PY, "-m", "ple4patch", "apply", str(venv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=set_env(set_pins, **{FAULT_ENV: f"sleep:{point}"}))
+    proc = kit.popen_for_ctrl_c([kit.PY, "-m", "ple4patch", "apply", str(venv)],
+                                env=set_env(set_pins, **{FAULT_ENV: f"sleep:{point}"}))
     assert f"fault point {point}: sleeping" in proc.stderr.readline()
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
