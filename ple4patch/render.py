@@ -58,10 +58,11 @@ def short_hashes(text: str) -> str:
     return _FULL_HASH.sub(r"\1", text)
 
 
-def engine_label(version: str, pin_label: str | None) -> str:
+def engine_label(version: str, pin_label: str | None, files: int = 1) -> str:
     """The engine as the user knows it, its version first: `1cat-vllm 1.5.1, file pinned as
-    1Cat-vLLM main 036318a0`."""
-    return f"1cat-vllm {version}" + (f", file pinned as {pin_label}" if pin_label else "")
+    1Cat-vLLM main 036318a0` (`files pinned as` for the labels of several files)."""
+    what = "file" if files == 1 else "files"
+    return f"1cat-vllm {version}" + (f", {what} pinned as {pin_label}" if pin_label else "")
 
 
 def state_line(a: Assessment) -> str:

@@ -30,13 +30,13 @@ _DIFF_COLOURS = (  # (line prefix, SGR), the first match wins: git's defaults
 )
 
 
-_NOTE = re.compile(r"^((?:note|warning|next):\s+)")
+_NOTE = re.compile(r"^((?:note|warning|next|engine):\s+)")
 
 
 def fit(text: str, width: int = WIDTH) -> str:
-    """`text` with every `note:`, `warning:` or `next:` line longer than `width` wrapped under its text;
-    a word longer than a line (a path) stays whole. Other lines are left whole: a one-line
-    answer stays one line for scripts that read it."""
+    """`text` with every `note:`, `warning:`, `next:` or `engine:` line longer than `width` wrapped
+    under its text; a word longer than a line (a path) stays whole. Other lines are left whole: a
+    one-line answer stays one line for scripts that read it."""
     out = []
     for line in text.split("\n"):
         m = _NOTE.match(line)

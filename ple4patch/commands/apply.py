@@ -127,7 +127,8 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         shas = ", ".join(p.output_sha for _a, p in plans)
         msg = (
             f"dry run: nothing written; output sha256 {shas} matches the pin\n"
-            f"to patch {render.engine_label(e.version, ' and '.join(labels))}: ple4patch apply {e.venv}"
+            f"engine:  {render.engine_label(e.version, ' and '.join(labels), len(labels))}\n"
+            f"next:    ple4patch apply {e.venv}"
         )
     data = {**set_report.report(s), "dry_run": True, "changed": False, "diff": diff,
             "regions": render.diff_regions(diff), "output_sha256": plans[0][1].output_sha}
