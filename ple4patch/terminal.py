@@ -30,17 +30,19 @@ _DIFF_COLOURS = (  # (line prefix, SGR), the first match wins: git's defaults
 )
 
 
-_NOTE = re.compile(r"^((?:note|warning|next|engine):\s+)")
+_WRAPS = re.compile(r"^((?:note|warning|engine):\s+)")
+_STEP = re.compile(r"ple4patch |reinstall|pip install|move \S+ away|`")
 
 
 def fit(text: str, width: int = WIDTH) -> str:
-    """`text` with every `note:`, `warning:`, `next:` or `engine:` line longer than `width` wrapped
-    under its text; a word longer than a line (a path) stays whole. Other lines are left whole: a
-    one-line answer stays one line for scripts that read it."""
+    """`text` with every `note:`, `warning:` or `engine:` line longer than `width` wrapped under
+    its text; a word longer than a line (a path) stays whole. Other lines are left whole: a
+    one-line answer stays one line for scripts that read it, and a line that names a step to
+    take (a command, a reinstall) stays whole so that the step reads, and copies, as one line."""
     out = []
     for line in text.split("\n"):
-        m = _NOTE.match(line)
-        if len(line) <= width or not m:
+        m = _WRAPS.match(line)
+        if len(line) <= width or not m or _STEP.search(line):
             out.append(line)
             continue
         indent = " " * len(m.group(1))
