@@ -154,7 +154,9 @@ def test_the_real_loader_needs_the_offload_layer():
 # has the if/elif dispatch of 15a8d185; fork-quixiai-608ed6fb (QuixiAI/SlimServe 608ed6fb) has an
 # `if envs.VLLM_QWEN4_EXP_PLE_HOST:` / `else:` dispatch without the `embedding_prefix` local the
 # NVFP4 branch passes (and without the offload layer: structural anchors are reported first);
-# fork-113636xfh-18b0b44e has the pinned-host if/else dispatch on the offload layer.
+# fork-113636xfh-18b0b44e has the pinned-host if/else dispatch on the offload layer;
+# fork-01554-4d8c2171 (01554/vllm 4d8c2171) has an `if ple_mmap.enabled():` / `else:` dispatch,
+# again without `embedding_prefix` and without the offload layer.
 # A refusal is (anchor, text its message holds).
 EXPECTED = {
     "main-45d0a3bb": ("refused", ("engine facilities", "vllm.model_executor.layers.ple_offload_layer")),
@@ -163,6 +165,7 @@ EXPECTED = {
     "main-fc3daf73": ("patched", NgramEmbeddingDispatch),
     "fork-113636xfh-18b0b44e": ("patched", NgramEmbeddingDispatch),
     "fork-quixiai-608ed6fb": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
+    "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")
 
