@@ -156,7 +156,8 @@ def test_the_real_loader_needs_the_offload_layer():
 # NVFP4 branch passes (and without the offload layer: structural anchors are reported first);
 # fork-113636xfh-18b0b44e has the pinned-host if/else dispatch on the offload layer;
 # fork-01554-4d8c2171 (01554/vllm 4d8c2171) has an `if ple_mmap.enabled():` / `else:` dispatch,
-# again without `embedding_prefix` and without the offload layer.
+# again without `embedding_prefix` and without the offload layer; fork-1ytic-dc12c02e (1ytic/vllm
+# dc12c02e) has the offload layer and one plain assignment, but of PLEVocabParallelEmbedding.
 # A refusal is (anchor, text its message holds).
 EXPECTED = {
     "main-45d0a3bb": ("refused", ("engine facilities", "vllm.model_executor.layers.ple_offload_layer")),
@@ -166,6 +167,7 @@ EXPECTED = {
     "fork-113636xfh-18b0b44e": ("patched", NgramEmbeddingDispatch),
     "fork-quixiai-608ed6fb": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
+    "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")
 
