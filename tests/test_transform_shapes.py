@@ -157,7 +157,9 @@ def test_the_real_loader_needs_the_offload_layer():
 # fork-113636xfh-18b0b44e has the pinned-host if/else dispatch on the offload layer;
 # fork-01554-4d8c2171 (01554/vllm 4d8c2171) has an `if ple_mmap.enabled():` / `else:` dispatch,
 # again without `embedding_prefix` and without the offload layer; fork-1ytic-dc12c02e (1ytic/vllm
-# dc12c02e) has the offload layer and one plain assignment, but of PLEVocabParallelEmbedding.
+# dc12c02e) has the offload layer and one plain assignment, but of PLEVocabParallelEmbedding;
+# fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports Qwen4ExpNGramEmbedding from
+# .ngram_embedding instead of defining it.
 # A refusal is (anchor, text its message holds).
 EXPECTED = {
     "main-45d0a3bb": ("refused", ("engine facilities", "vllm.model_executor.layers.ple_offload_layer")),
@@ -168,6 +170,7 @@ EXPECTED = {
     "fork-quixiai-608ed6fb": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
+    "fork-madeby561-d840593c": ("refused", ("class Qwen4ExpNGramEmbedding", "Qwen4ExpNGramEmbedding not found")),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")
 
