@@ -159,7 +159,8 @@ def test_the_real_loader_needs_the_offload_layer():
 # again without `embedding_prefix` and without the offload layer; fork-1ytic-dc12c02e (1ytic/vllm
 # dc12c02e) has the offload layer and one plain assignment, but of PLEVocabParallelEmbedding;
 # fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports Qwen4ExpNGramEmbedding from
-# .ngram_embedding instead of defining it.
+# .ngram_embedding instead of defining it; fork-zyx-a-52fa42ff (Zyx-A/1Cat-vLLM 52fa42ff) has the
+# disk/pinned-host/plain if/elif/else dispatch on the offload layer.
 # A refusal is (anchor, text its message holds).
 EXPECTED = {
     "main-45d0a3bb": ("refused", ("engine facilities", "vllm.model_executor.layers.ple_offload_layer")),
@@ -167,6 +168,7 @@ EXPECTED = {
     "main-6bca559d": ("patched", NgramEmbeddingDispatch),
     "main-fc3daf73": ("patched", NgramEmbeddingDispatch),
     "fork-113636xfh-18b0b44e": ("patched", NgramEmbeddingDispatch),
+    "fork-zyx-a-52fa42ff": ("patched", NgramEmbeddingDispatch),
     "fork-quixiai-608ed6fb": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
