@@ -2,7 +2,7 @@
 """Record the real signatures of every engine name the patched files and the injected code use.
 
 The names: every ``from vllm... import NAME`` (and relative import) of the real ``ple_layer.py``
-files (../shared/engines and tests/data/engines) and of the injected modules
+files (../shared/engines and those of tests/data/engines that the transform patches) and of the injected modules
 (ple4patch/kernels/nvfp4_loader.py, nvfp4_gather.py), plus the helpers the injected loader looks
 up at run time. Each is looked up in real 1Cat-vLLM sources:
 
@@ -98,8 +98,20 @@ def imported_names(text: str, package: str) -> set[tuple[str, str]]:
 
 
 def engine_texts() -> list[str]:
+    """The real ple_layer.py texts that get imported against the stand-in `vllm`: those of
+    ../shared/engines and the stored files the transform patches (a refused file is never
+    imported, so the names only it imports need no stand-in)."""
+    from ple4patch.errors import TransformError
+    from ple4patch.transform import patch_source
+
     texts = [row.path.read_text(encoding="utf-8") for row in engine_files.shared_engines()]
-    texts += [engine_corpus.check(row).decode("utf-8") for row in engine_corpus.corpus_files("ple_layer.py")]
+    for row in engine_corpus.corpus_files("ple_layer.py"):
+        text = engine_corpus.check(row).decode("utf-8")
+        try:
+            patch_source(text)
+        except TransformError:
+            continue
+        texts.append(text)
     return texts
 
 

@@ -2,8 +2,8 @@
 
 tests/data/engine_signatures.json (made by tools/record_engine_signatures.py from the real
 1Cat-vLLM sources: a mirror of 1CatAI/1Cat-vLLM at ae13773a and the real files stored in
-tests/data/engines) records every engine name the real ple_layer.py files and the injected
-code import. Each stand-in function must take the same parameters (name, kind, whether it has
+tests/data/engines) records every engine name the injected code and the real ple_layer.py files
+that the e2e tests import (those the transform patches) import. Each stand-in function must take the same parameters (name, kind, whether it has
 a default) and each stand-in class with a recorded ``__init__`` the same constructor. Names
 without a recorded source are only required to exist in the stand-in.
 """
@@ -24,13 +24,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tools import engine_corpus  # noqa: E402
 from tools import engine_files  # noqa: E402
 import harness as h  # noqa: E402
 
 RECORD = Path(__file__).resolve().parents[1] / "data" / "engine_signatures.json"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from record_engine_signatures import INJECTED, NGRAM_PACKAGE, RUNTIME_LOOKUPS, imported_names  # noqa: E402
+from record_engine_signatures import INJECTED, NGRAM_PACKAGE, RUNTIME_LOOKUPS, engine_texts, imported_names  # noqa: E402
 
 ENTRIES = json.loads(RECORD.read_text(encoding="utf-8"))["names"]
 
@@ -50,9 +49,7 @@ def _params(func, drop_self: bool) -> list[list]:
 
 def test_the_record_covers_every_name_the_real_files_and_the_injected_code_import():
     names = set(RUNTIME_LOOKUPS)
-    texts = [r.path.read_text(encoding="utf-8") for r in engine_files.shared_engines()]
-    texts += [engine_corpus.check(r).decode("utf-8") for r in engine_corpus.corpus_files("ple_layer.py")]
-    for text in texts:
+    for text in engine_texts():  # the real files the e2e tests import (a refused one never is)
         names |= imported_names(text, f"{NGRAM_PACKAGE}.ple_layer")
     repo = Path(__file__).resolve().parents[2]
     for rel in INJECTED:
