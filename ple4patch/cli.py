@@ -220,7 +220,8 @@ def _show_dry_run(stat: bool, pager: bool, verbose: bool) -> Callable[[Result], 
 @json_option
 def apply(venv: str | None, dry_run: bool, stat: bool, no_pager: bool, allow_unknown: bool, verbose: bool,
           as_json: bool) -> None:
-    """Patch the engine's ple_layer.py (idempotent; writes a .bak-pre-ple4 backup).
+    """Patch the engine's patch set: ple_layer.py, and the start-up policy file where the
+    release has one (idempotent, all files or none; a .bak-pre-ple4 backup beside each).
 
     With --dry-run nothing is written: on a terminal, a summary (the regions that change,
     +/- lines each, the verdict), then the diff, coloured (unless NO_COLOR is set) and paged
@@ -250,13 +251,13 @@ def verify(venv: str | None, verbose: bool, as_json: bool) -> None:
     run_command("verify", as_json, lambda: commands.verify.run(venv), verbose=verbose)
 
 
-@main.command(short_help="Restore the pristine file from the backup; remove the backup.")
+@main.command(short_help="Restore the pristine files from their backups; remove the backups.")
 @venv_argument
 @click.option("--clean", is_flag=True, help="Also remove a stale backup left by another engine version.")
 @verbose_option
 @json_option
 def revert(venv: str | None, clean: bool, verbose: bool, as_json: bool) -> None:
-    """Restore the pristine file from the backup and remove the backup."""
+    """Restore every file of the patch set from its backup (all or none) and remove the backups."""
     run_command("revert", as_json, lambda: commands.revert.run(venv, clean=clean), verbose=verbose)
 
 

@@ -183,11 +183,17 @@ def make(root: Path, layout: str = "nvfp4_rowpacked", *, dtype: str | None = "au
 def main(argv: list[str] | None = None) -> None:
     """`python tests/ckpt_factory.py OUT [LAYOUT]`: a checkpoint shaped like the real model in
     names and config (head_dim 160, 128 shards, PLE on layer 2), tiny in size (the README's example)."""
-    import sys
+    import argparse
 
-    args = sys.argv[1:] if argv is None else argv
-    out, layout = Path(args[0]), (args[1] if len(args) > 1 else "nvfp4_rowpacked")
-    make(out, layout, head_dim=160, heads_per_ngram=8, base=1000, divisor=128, parts=128, files=4)
+    parser = argparse.ArgumentParser(prog="python tests/ckpt_factory.py", description=main.__doc__.split("`: ", 1)[1])
+    parser.add_argument("out", metavar="OUT", help="the checkpoint directory to write (must not exist)")
+    parser.add_argument("layout", metavar="LAYOUT", nargs="?", default="nvfp4_rowpacked", choices=sorted(LAYOUT_DTYPE),
+                        help="the PLE table's layout (default nvfp4_rowpacked)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if out.exists():
+        parser.error(f"{out} exists: give a new directory")
+    make(out, args.layout, head_dim=160, heads_per_ngram=8, base=1000, divisor=128, parts=128, files=4)
     print(out)
 
 
