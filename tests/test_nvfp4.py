@@ -5,28 +5,15 @@ the kernel module is decorated); with CUDA the same tests run the compiled kerne
 and the tests marked ``gpu`` add pinned-host (UVA) tables, a >= 1 GiB table and high row ids.
 """
 
-import importlib
 import os
 import struct
-import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
-
+from kernel_env import DEV, HAS_CUDA, torch  # noqa: E402  (before the kernels: torch, Triton, the interpreter)
 from ple4patch import geometry  # noqa: E402
 from ple4patch.kernels import nvfp4  # noqa: E402
 
-_mod = sys.modules.get("ple4patch.kernels.nvfp4_gather")
-if _mod is not None and not HAS_CUDA and type(_mod._ple4_nvfp4_gather_kernel).__name__ != "InterpretedFunction":
-    importlib.reload(_mod)  # imported earlier without the interpreter: decorate again under it
-
-DEV = "cuda" if HAS_CUDA else "cpu"
 DIM = 160
 WIDTH = geometry.row_bytes(DIM)
 BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}

@@ -8,29 +8,15 @@ read both tiers from the GPU (plain launch and CUDA-graph replay) and release.
 
 import ast
 import gc
-import importlib
 import mmap
-import os
-import sys
 import weakref
 from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
-
+from kernel_env import DEV, HAS_CUDA, torch  # noqa: E402  (before the kernels: torch, Triton, the interpreter)
 from ple4patch.kernels import nvfp4, nvfp4_host  # noqa: E402
 
-_mod = sys.modules.get("ple4patch.kernels.nvfp4_gather")
-if _mod is not None and not HAS_CUDA and type(_mod._ple4_nvfp4_gather_kernel).__name__ != "InterpretedFunction":
-    importlib.reload(_mod)  # imported earlier without the interpreter: decorate again under it
-
-DEV = "cuda" if HAS_CUDA else "cpu"
 DIM = 160
 WIDTH = DIM // 2 + DIM // 16
 PAGE = mmap.PAGESIZE
