@@ -29,7 +29,7 @@ from typing import Callable
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, commands, render, terminal
+from . import __version__, columns, commands, render, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
 from .result import Result
 
@@ -56,9 +56,15 @@ verbose_option = click.option("-v", "--verbose", is_flag=True, help="Show hashes
 venv_argument = click.argument("venv", required=False, metavar="[VENV]", type=DirectoryPath())
 
 
+def _for_people(text: str, verbose: bool) -> str:
+    """Text for people: hashes short and files relative to site-packages unless --verbose (full
+    in --json), every line within 100 columns, a suggested command continued shell-style."""
+    return columns.for_people(text if verbose else render.short_hashes(text), verbose)
+
+
 def _text(result: Result, verbose: bool) -> str:
-    """The verdict for people: hashes short unless --verbose, lines fit 100 columns."""
-    return terminal.fit(result.message if verbose else render.short_hashes(result.message))
+    """The verdict for people (`_for_people`)."""
+    return _for_people(result.message, verbose)
 
 
 def _printable_streams() -> None:
@@ -84,12 +90,12 @@ def _emit(result: Result, as_json: bool, error_line: str | None = None, verbose:
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
         elif error_line is not None:
-            click.echo(error_line if verbose else render.short_hashes(error_line), err=True)
+            click.echo(_for_people(error_line, verbose), err=True)
         elif show is not None:
             show(result)
         else:
-            if result.output:
-                click.echo(result.output, nl=False)
+            if result.output:  # a report's body (selftest, inspect): text for people too
+                click.echo(columns.fit(result.output), nl=False)
             click.echo(_text(result, verbose))
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -37,7 +36,8 @@ from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.memory import gib
-from .ckpt.report import TEXT_WIDTH, render_body
+from .ckpt.report import TEXT_WIDTH, body_lines
+from .columns import fit_lines
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
 from .fileset import assess_set
 from .kernels import nvfp4_policy as policy
@@ -266,24 +266,19 @@ def run(
         "blockers": [f.to_json() for f in blockers],
     }
     return Result("inspect", EXIT_CHECKPOINT if blockers else EXIT_OK, verdict, data,
-                  output=render_body(report) + "\n" + preflight_text(findings) + "\n")
+                  output=fit_lines(body_lines(report) + preflight_lines(findings)) + "\n")
 
 
-def preflight_text(findings: list[Finding]) -> str:
+def preflight_lines(findings: list[Finding]) -> list[tuple[str, int]]:
     """The preflight's lines, after the checkpoint's: one per finding (`!` where it blocks, then
-    what to change), in columns as inspect's, wrapped at 100 columns."""
+    what to change), in columns as inspect's, each with the indent of its continuation lines."""
     lines = []
     last = None
     for f in findings:
         head = f"{f.area:<11} " if f.area != last else " " * 12
         last = f.area
         mark = "! " if f.blocks else ""
-        lines.append(_wrap(f"{head}{mark}{f.message}", 12 + len(mark)))
+        lines.append((f"{head}{mark}{f.message}", 12 + len(mark)))
         if f.blocks and f.change:
-            lines.append(_wrap(f"{'':14}change: {f.change}", 22))
-    return "\n".join(lines)
-
-
-def _wrap(line: str, indent: int) -> str:
-    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=" " * indent, break_long_words=False,
-                         break_on_hyphens=False) if len(line) > TEXT_WIDTH else line
+            lines.append((f"{'':14}change: {f.change}", 22))
+    return lines
