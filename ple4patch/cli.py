@@ -270,8 +270,9 @@ def revert(venv: str | None, clean: bool, verbose: bool, as_json: bool) -> None:
 @main.command("inspect", short_help="Will a checkpoint load, and what will each rank pin?")
 @click.argument("checkpoint", metavar="CHECKPOINT_DIR", type=DirectoryPath())
 @click.argument("venv_arg", required=False, metavar="[VENV]", type=DirectoryPath())
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Tensor-parallel size: each rank pins 1/TP of the table's rows.")
+@click.option("--tp", type=click.IntRange(min=1), default=None,
+              help="Tensor-parallel size: each rank pins 1/TP of the table's rows (default: the "
+              "--tensor-parallel-size in --serve-args, else 1).")
 @click.option("--ranks-per-host", type=click.IntRange(min=1), default=None,
               help="TP ranks sharing this host's memory (default: all of them).")
 @click.option("--venv", "venv_opt", default=None, metavar="VENV", type=DirectoryPath(),
@@ -297,16 +298,16 @@ def inspect_(checkpoint: str, venv_arg: str | None, tp: int, ranks_per_host: int
     if venv_arg and venv_opt and os.path.abspath(venv_arg) != os.path.abspath(venv_opt):
         raise click.UsageError(f"two venvs given: {venv_arg} and --venv {venv_opt}; give one")
     venv = venv_arg or venv_opt
-    options = dict(tp=tp, ranks_per_host=ranks_per_host, scan=scan, host_budget_gib=host_budget_gib)
+    options = dict(ranks_per_host=ranks_per_host, scan=scan, host_budget_gib=host_budget_gib)
     if venv is None:
         if serve_args is not None:
             raise click.UsageError("--serve-args needs VENV (the engine's venv): the preflight checks them there")
         from .ckpt import inspect as ckpt_inspect
 
-        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, **options))
+        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, tp=tp or 1, **options))
     from . import preflight
 
-    run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, **options))
+    run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, tp=tp, **options))
 
 
 @main.command(short_help="Check the NVFP4 kernel bit for bit in the engine's Python.")

@@ -137,6 +137,41 @@ def test_serve_args_tensor_parallel_size_sets_the_ranks(ckpt, patched_set_venv, 
     assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
 
 
+@pytest.mark.parametrize("serve_args", ["--tensor-parallel-size 4", "-tp 4", "--tensor-parallel-size=4",
+                                        "-tp 2 --tensor-parallel-size 4"])
+def test_tp_and_serve_args_must_agree(ckpt, patched_set_venv, meminfo, serve_args):
+    """--tp 2 with the engine's own option at 4 (the last one given, as argparse takes it) is a
+    usage error naming both values; the same value in both is fine."""
+    with pytest.raises(UsageError) as info:
+        run(ckpt, patched_set_venv, meminfo, serve_args=serve_args, tp=2)
+    msg = str(info.value)
+    assert "--tp 2" in msg and "4 in --serve-args" in msg and "give one of them" in msg, msg
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=serve_args, tp=4)
+    assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
+
+
+def test_tp_conflict_is_exit_2_with_the_json_envelope(ckpt, patched_set_venv):
+    args = ["inspect", str(ckpt), str(patched_set_venv), "--tp", "2", "--serve-args", "--tensor-parallel-size 4"]
+    res = CliRunner().invoke(main, args + ["--json"])
+    assert res.exit_code == 2, res.output
+    d = kit.validate(json.loads(res.output))
+    assert d["ok"] is False and d["exit_code"] == 2 and d["error"]["kind"] == "usage"
+    assert "--tp 2" in d["message"] and "--tensor-parallel-size 4" in d["message"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and "--tp 2 disagrees with --tensor-parallel-size 4" in " ".join(res.output.split())
+
+
+def test_the_model_in_serve_args_must_be_the_checkpoint(ckpt, tmp_path, patched_set_venv, meminfo):
+    other = tmp_path / "another-model"
+    other.mkdir()
+    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}"):
+        with pytest.raises(UsageError, match="is not the model") as info:
+            run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
+        assert str(other) in str(info.value) and str(ckpt) in str(info.value)
+    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2"):
+        assert run(ckpt, patched_set_venv, meminfo, serve_args=serve_args).exit_code == EXIT_OK, serve_args
+
+
 def test_a_release_without_a_policy_file(ckpt, wheelhouse, engine_venv, pins_env, meminfo):
     venv = engine_venv(wheelhouse.engine(kit.standin_bytes(), version="1.5.1"))
     assert commands.apply.run(venv).exit_code == 0
