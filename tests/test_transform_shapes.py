@@ -174,7 +174,9 @@ EXPECTED = {
     "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
     "fork-madeby561-d840593c": ("refused", ("class Qwen4ExpNGramEmbedding", "Qwen4ExpNGramEmbedding not found")),
 }
-CORPUS = engine_corpus.corpus_files("ple_layer.py")
+CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
+CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="no tests/data/engines file is present here"), id="none")]
 
 
 def _statement_lines(text: str, first: str) -> tuple[int, int]:
@@ -192,11 +194,11 @@ def _only_insertions(original: str, patched: str) -> None:
     assert not changed, changed
 
 
-def test_every_stored_file_is_listed_with_its_expectation():
-    assert {row.label for row in CORPUS} == set(EXPECTED)
+def test_every_indexed_file_is_listed_with_its_expectation():
+    assert {row.label for row in engine_corpus.indexed("ple_layer.py")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("row", CORPUS, ids=[r.label for r in CORPUS])
+@pytest.mark.parametrize("row", CORPUS_PARAMS)
 def test_real_corpus_file(row):
     text = engine_corpus.check(row).decode("utf-8")
     outcome, detail = EXPECTED[row.label]
