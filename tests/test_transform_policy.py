@@ -42,7 +42,25 @@ def standin() -> str:
     return STANDIN.read_text()
 
 
-def real() -> str:
+def _real_policies() -> list:
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from tools import engine_corpus
+
+    rows = engine_corpus.corpus_files("runtime_defaults.py")
+    return [pytest.param(row, id=row.label) for row in rows] or [
+        pytest.param(None, marks=pytest.mark.skip(reason="no real policy file is present (tests/data/engines)"), id="none")]
+
+
+REAL_POLICIES = _real_policies()  # 1CatAI/1Cat-vLLM 51c0f972, areslp/1Cat-vLLM 34e55548 (INDEX.md)
+
+
+def real(row=None) -> str:
+    if row is not None:
+        from tools import engine_corpus
+
+        return engine_corpus.check(row).decode("utf-8")
     if not REAL.is_file():
         pytest.skip(f"the real policy file is not stored ({REAL})")
     return REAL.read_text()
@@ -225,18 +243,20 @@ def test_rules_function_is_plain_and_ordered():
 # -- the real file (1CatAI/1Cat-vLLM 51c0f972) ------------------------------------------------------
 
 
-def test_real_policy_patches_with_all_four_changes():
+@pytest.mark.parametrize("row", REAL_POLICIES)
+def test_real_policy_patches_with_all_four_changes(row):
     import libcst as cst
 
-    text = real()
+    text = real(row)
     assert len(policy_transforms(cst.parse_module(text))) == 4
     out = patch_policy_source(text)
     assert "if not ple4_policy_skips_auto_placement(self) and (" in out
     assert "    ple4_policy_check(self, defaults)\n" in out
 
 
-def test_real_policy_declines_the_cascade_and_refuses(monkeypatch):
-    text = patch_policy_source(real())
+@pytest.mark.parametrize("row", REAL_POLICIES)
+def test_real_policy_declines_the_cascade_and_refuses(monkeypatch, row):
+    text = patch_policy_source(real(row))
     mod = ph.load_policy(text, monkeypatch)
     cfg = ph.make_cfg("nvfp4_rowpacked")
     assert mod._qwen4exp_ple_cascade_requested(cfg, defaults=ph.PolicyDefaults(cfg, {})) is False

@@ -173,6 +173,18 @@ EXPECTED = {
     "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
     "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
     "fork-madeby561-d840593c": ("refused", ("class Qwen4ExpNGramEmbedding", "Qwen4ExpNGramEmbedding not found")),
+    # Read this session (INDEX.md rows): the disk/pinned-host/plain dispatch on the offload layer
+    # (chainzeaxion, peuqui, qixiao02, abcd19886, cookys; areslp with a packed-GGUF branch first),
+    # upstream vllm-project/vllm's plain VocabParallelEmbedding assignment (the earlier shape), and
+    # D-G-Dimitrov/vllm's plain PLEVocabParallelEmbedding assignment (as 1ytic's).
+    "fork-chainzeaxion-ebeb346a": ("patched", NgramEmbeddingDispatch),
+    "fork-peuqui-03b8cb99": ("patched", NgramEmbeddingDispatch),
+    "fork-qixiao02-0aac941e": ("patched", NgramEmbeddingDispatch),
+    "fork-abcd19886-0e4384ec": ("patched", NgramEmbeddingDispatch),
+    "fork-cookys-1b5731f9": ("patched", NgramEmbeddingDispatch),
+    "fork-areslp-1af83d81": ("patched", NgramEmbeddingDispatch),
+    "fork-vllm-project-020a97c7": ("patched", NgramEmbeddingWrap),
+    "fork-d-g-dimitrov-337d3f5d": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
 CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [
