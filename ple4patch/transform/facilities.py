@@ -15,7 +15,8 @@ Known cases (tests/data/engines, INDEX.md):
   ``PleOffloadLayer`` and ``is_offload_process`` from it.
 - ``moved_class``: MadeBy561/vllm d840593c277811d5d81980027000784f545a3dd5 imports the class
   (``from .ngram_embedding import Qwen4ExpNGramEmbedding``) instead of defining it.
-- ``own_nvfp4_table``: 1ytic/vllm dc12c02effa1329de045496a183baf166a38cef5 defines
+- ``own_nvfp4_table``: 1ytic/vllm dc12c02effa1329de045496a183baf166a38cef5 (and vllm-project/vllm
+  020a97c768b88cb61049abc3961ad9d7793ca10e, the same method and op fake) defines
   ``Qwen4ExpPLENVFp4EmbeddingMethod`` (a ModelOpt NVFP4 table kept packed on the device) and
   registers ``qwen4_exp_ple_embed`` whose fake implementation reads
   ``embedding.ngram_embedding.weight.dtype``; ple4patch's table has no ``weight`` parameter, so
