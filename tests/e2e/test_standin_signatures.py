@@ -1,8 +1,9 @@
 """The stand-in `vllm` against the real signatures, and the stand-in behaviours the issue names.
 
 tests/data/engine_signatures.json (made by tools/record_engine_signatures.py from the real
-1Cat-vLLM sources: a mirror of 1CatAI/1Cat-vLLM at ae13773a and the real files stored in
-tests/data/engines) records every engine name the injected code and the real ple_layer.py files
+1Cat-vLLM sources: a mirror of 1CatAI/1Cat-vLLM at ae13773a, the real files stored in
+tests/data/engines and, for the names only a fork's file imports, that fork's modules as the
+public index holds them) records every engine name the injected code and the real ple_layer.py files
 that the e2e tests import (those the transform patches) import. Each stand-in function must take the same parameters (name, kind, whether it has
 a default) and each stand-in class with a recorded ``__init__`` the same constructor. Names
 without a recorded source are only required to exist in the stand-in.
@@ -37,7 +38,11 @@ ENTRIES = json.loads(RECORD.read_text(encoding="utf-8"))["names"]
 def _standin(module: str, name: str):
     h.standin_vllm()
     mod = importlib.import_module(module)
-    return getattr(mod, name) if name else mod
+    if not name:
+        return mod
+    if not hasattr(mod, name):  # a submodule imported by name (from vllm.x import submodule)
+        importlib.import_module(f"{module}.{name}")
+    return getattr(mod, name)
 
 
 def _params(func, drop_self: bool) -> list[list]:
