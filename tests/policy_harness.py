@@ -51,7 +51,6 @@ class KernelConfig:
     ple_disk_cascade: bool = True
     ple_disk_cascade_active: bool = False
     ple_disk_cascade_reason: str | None = None
-    sources: dict = field(default_factory=dict)
 
 
 class ParallelConfig(SimpleNamespace):
@@ -59,7 +58,23 @@ class ParallelConfig(SimpleNamespace):
         self._ple_offload_ipc_path = "ipc://ple"
 
 
-def make_cfg(dtype: str | None, *, load_format="auto", quantization=None) -> SimpleNamespace:
+def engine_args_resolve(model: str, load_format: str = "auto", quantization=None) -> tuple:
+    """(load_format, quantization) as ``EngineArgs.create_model_config`` leaves them
+    (``vllm/engine/arg_utils.py`` of 1CatAI/1Cat-vLLM ae13773a, lines 1582-1584: both become
+    ``"gguf"`` when ``is_gguf(model)``; ``vllm/transformers_utils/gguf_utils.py`` there: a local
+    file named ``*.gguf`` or starting with the ``GGUF`` magic, or a ``repo/name:QUANT`` name)."""
+    import re
+    from pathlib import Path
+
+    path = Path(model)
+    local = path.is_file() and (path.suffix == ".gguf" or path.read_bytes()[:4] == b"GGUF")
+    remote = re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*:[A-Za-z0-9_+-]+", model)
+    if local or (remote and model.rsplit(":", 1)[1].upper().startswith(("Q", "IQ", "F16", "BF16", "F32"))):
+        return "gguf", "gguf"
+    return load_format, quantization
+
+
+def make_cfg(dtype: str | None, *, load_format="auto", quantization=None, model="/models/nvfp4") -> SimpleNamespace:
     """A config on the SM70 Qwen3.8 dual-compile lane whose text config requests `dtype`."""
     text = SimpleNamespace(ple_layer_ids=[0, 1])
     if dtype is not None:
@@ -68,7 +83,7 @@ def make_cfg(dtype: str | None, *, load_format="auto", quantization=None) -> Sim
 
     return SimpleNamespace(
         model_config=SimpleNamespace(hf_text_config=text, hf_config=text, dtype=torch.float16,
-                                     quantization=quantization),
+                                     quantization=quantization, model=model),
         speculative_config=None,
         parallel_config=ParallelConfig(pipeline_parallel_size=1, data_parallel_backend="mp",
                                        data_parallel_size_local=1, data_parallel_size=1,

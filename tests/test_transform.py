@@ -30,6 +30,7 @@ from ple4patch.transform.load_weights import LoadWeightsDispatch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transform"
 MINI = (FIXTURES / "mini.before.py").read_text(encoding="utf-8")
+OFFLOAD_IMPORT = "from vllm.model_executor.layers.ple_offload_layer import PleOffloadLayer\n"
 
 
 def fake_injected():
@@ -218,8 +219,11 @@ def test_patch_source_refuses_patched_and_broken_input():
     with pytest.raises(TransformError) as e:
         patch_source("def broken(:\n")
     assert anchor_of(e) == "module"
+    # A later anchor fails: no output, and the error names that anchor (MINI lacks the engine's
+    # PLE offload layer, a facility the real loader needs: see test_transform_shapes.py).
+    hosting = MINI.replace("import torch\n", "import torch\n\n" + OFFLOAD_IMPORT, 1)
     with pytest.raises(TransformError) as e:
-        patch_source(MINI.replace("__all__ = [", "_all = ["))  # a later anchor fails: no output
+        patch_source(hosting.replace("__all__ = [", "_all = ["))
     assert anchor_of(e) == "__all__"
 
 

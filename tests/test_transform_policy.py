@@ -42,7 +42,25 @@ def standin() -> str:
     return STANDIN.read_text()
 
 
-def real() -> str:
+def _real_policies() -> list:
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from tools import engine_corpus
+
+    rows = engine_corpus.corpus_files("runtime_defaults.py")
+    return [pytest.param(row, id=row.label) for row in rows] or [
+        pytest.param(None, marks=pytest.mark.skip(reason="no real policy file is present (tests/data/engines)"), id="none")]
+
+
+REAL_POLICIES = _real_policies()  # 1CatAI/1Cat-vLLM 51c0f972, areslp/1Cat-vLLM 34e55548 (INDEX.md)
+
+
+def real(row=None) -> str:
+    if row is not None:
+        from tools import engine_corpus
+
+        return engine_corpus.check(row).decode("utf-8")
     if not REAL.is_file():
         pytest.skip(f"the real policy file is not stored ({REAL})")
     return REAL.read_text()
@@ -144,15 +162,55 @@ def test_explicit_conflicts_are_refused_in_one_line(monkeypatch, environ, cfg_kw
     assert str(err.value).startswith(line_start) and "\n" not in str(err.value)
 
 
-def test_explicit_cascade_refused_default_declined(monkeypatch):
+def test_cascade_on_is_declined_not_refused_by_the_engine(monkeypatch):
+    """KernelConfig.ple_disk_cascade is a plain ``bool = True`` in the engine (vllm/config/kernel.py,
+    no record of who set it), so an explicit true cannot be told from the default at start-up: the
+    patched policy declines both and says why (the preflight, which reads the user's arguments,
+    refuses the explicit form: tests/test_preflight.py)."""
     text = patch_policy_source(standin())
     mod = ph.load_policy(text, monkeypatch)
     cfg = ph.make_cfg("nvfp4_rowpacked")
-    cfg.kernel_config.sources["ple_disk_cascade"] = "typed"
-    with pytest.raises(ValueError, match=r"--kernel-config ple_disk_cascade=true is set .*ple_disk_cascade\": false"):
-        mod.apply_runtime_policy_defaults(cfg)
-    cfg.kernel_config.sources.clear()  # the default (on) is declined, not refused
+    assert cfg.kernel_config.ple_disk_cascade is True and not hasattr(cfg.kernel_config, "sources")
     mod.apply_runtime_policy_defaults(cfg)
+    assert mod._qwen4exp_ple_cascade_requested(cfg, defaults=ph.PolicyDefaults(cfg, {})) is False
+    assert cfg.kernel_config.ple_disk_cascade_reason.startswith("ple_embedding_dtype='nvfp4_rowpacked' pins")
+
+
+GGUF_LINE = ("ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but --model={} is set "
+             "(a GGUF checkpoint carries its own PLE table format): serve the NVFP4 safetensors checkpoint "
+             "directory, not a GGUF model")
+
+
+@pytest.mark.parametrize("kind", ["suffix", "magic", "remote"])
+def test_gguf_model_with_load_format_auto_is_refused_naming_the_model(monkeypatch, tmp_path, kind):
+    """`vllm serve model.gguf` (no --load-format): the engine's create_model_config turns
+    load_format and quantization into "gguf" before the policy runs, and the line names the model."""
+    if kind == "suffix":
+        model = tmp_path / "Qwen3.8-Flash-Next-Q4_K_M.gguf"
+        model.write_bytes(b"GGUF\x03\x00\x00\x00")
+        model = str(model)
+    elif kind == "magic":
+        model = tmp_path / "weights.bin"
+        model.write_bytes(b"GGUF\x03\x00\x00\x00")
+        model = str(model)
+    else:
+        model = "someone/Qwen3.8-Flash-Next-GGUF:Q4_K_M"
+    load_format, quantization = ph.engine_args_resolve(model)
+    assert (load_format, quantization) == ("gguf", "gguf")
+    mod = ph.load_policy(patch_policy_source(standin()), monkeypatch)
+    cfg = ph.make_cfg("nvfp4_rowpacked", load_format=load_format, quantization=quantization, model=model)
+    with pytest.raises(ValueError) as err:
+        mod.apply_runtime_policy_defaults(cfg)
+    assert str(err.value) == GGUF_LINE.format(model)
+
+
+def test_load_format_gguf_with_a_safetensors_model_names_the_option(monkeypatch, tmp_path):
+    load_format, quantization = ph.engine_args_resolve(str(tmp_path), load_format="gguf")
+    assert load_format == "gguf" and quantization is None
+    mod = ph.load_policy(patch_policy_source(standin()), monkeypatch)
+    cfg = ph.make_cfg("nvfp4_rowpacked", load_format=load_format, model=str(tmp_path))
+    with pytest.raises(ValueError, match=r"but --load-format=gguf is set .*drop --load-format gguf\)$"):
+        mod.apply_runtime_policy_defaults(cfg)
 
 
 @pytest.mark.parametrize("value", ["0", "false", ""])
@@ -179,24 +237,26 @@ def test_rules_function_is_plain_and_ordered():
     assert rules.ple4_policy_conflicts({"VLLM_PLE_CPU_OFFLOAD": "0", "--load-format": "safetensors"}) == []
     assert {r[0] for r in rules.PLE4_POLICY_RULES} == {
         "VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE",
-        "--kernel-config ple_disk_cascade", "--load-format", "--quantization"}
+        "VLLM_QWEN4EXP_PLE_DISK", "--kernel-config ple_disk_cascade", "--model", "--load-format", "--quantization"}
 
 
 # -- the real file (1CatAI/1Cat-vLLM 51c0f972) ------------------------------------------------------
 
 
-def test_real_policy_patches_with_all_four_changes():
+@pytest.mark.parametrize("row", REAL_POLICIES)
+def test_real_policy_patches_with_all_four_changes(row):
     import libcst as cst
 
-    text = real()
+    text = real(row)
     assert len(policy_transforms(cst.parse_module(text))) == 4
     out = patch_policy_source(text)
     assert "if not ple4_policy_skips_auto_placement(self) and (" in out
     assert "    ple4_policy_check(self, defaults)\n" in out
 
 
-def test_real_policy_declines_the_cascade_and_refuses(monkeypatch):
-    text = patch_policy_source(real())
+@pytest.mark.parametrize("row", REAL_POLICIES)
+def test_real_policy_declines_the_cascade_and_refuses(monkeypatch, row):
+    text = patch_policy_source(real(row))
     mod = ph.load_policy(text, monkeypatch)
     cfg = ph.make_cfg("nvfp4_rowpacked")
     assert mod._qwen4exp_ple_cascade_requested(cfg, defaults=ph.PolicyDefaults(cfg, {})) is False
@@ -213,4 +273,6 @@ def test_readme_lists_every_refusal_line():
     readme = (REPO / "README.md").read_text()
     for name, conflicting, _why, _change in rules.PLE4_POLICY_RULES:
         value = True if conflicting[0] == "explicit-true" else conflicting[0]
+        if conflicting[0] == "gguf-model":
+            value = (value, "/models/Qwen3.8-Flash-Next-Q4_K_M.gguf")
         assert f"`{rules.ple4_policy_refusal(name, value)}`" in readme, name

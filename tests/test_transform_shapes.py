@@ -3,8 +3,11 @@
 - The earlier shape (no dispatch: one plain ``self.ngram_embedding = VocabParallelEmbedding(...)``)
   goes through NgramEmbeddingWrap: golden tests/fixtures/transform/mini_plain.before.py ->
   wrap.after.py (PLE4_REGEN_GOLDEN=1 rewrites it) and every anchor.
-- RequireEngineFacilities refuses a version whose ple_layer.py is built without an engine module
-  the injected loader needs.
+- A version that cannot host the loader is refused with what it lacks first (facilities.diagnose):
+  built without an engine module the injected loader needs, its n-gram embedding imported from
+  another module, or an NVFP4 table of its own. Golden tests: tests/fixtures/transform/
+  refuse_<kind>.before.py -> refuse_<kind>.refused.txt (the whole message; PLE4_REGEN_GOLDEN=1
+  rewrites it), each beside the same file with the facility back, which gets the precise anchor.
 - Each real file of tests/data/engines (INDEX.md) is patched, with only the expected changes, or
   refused with the message naming what that version lacks.
 """
@@ -146,35 +149,140 @@ def test_the_real_loader_needs_the_offload_layer():
     assert "vllm.model_executor.layers.ple_offload_layer" in needed
 
 
+# -- refusals: what the version lacks leads, the anchor that failed follows ----------------------
+
+LOCALS = "Qwen4ExpNGramEmbedding.__init__ locals"
+OFFLOAD_IMPORT = "from vllm.model_executor.layers.ple_offload_layer import PleOffloadLayer\n"
+ALSO = "(the patch's anchors do not match either: anchor "
+# fixture -> (anchor of the refusal, the structural anchor named second)
+REFUSALS = {
+    "refuse_no_offload": ("engine facilities", LOCALS),
+    "refuse_moved_class": ("engine layout", "class Qwen4ExpNGramEmbedding"),
+    "refuse_own_nvfp4": ("engine facilities", WRAP),
+}
+
+
+def _refusal(source: str) -> TransformError:
+    with pytest.raises(TransformError) as e:
+        patch_source(source)
+    return e.value
+
+
+def _fixture(name: str) -> str:
+    return (FIXTURES / f"{name}.before.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusal_golden(name):
+    error = _refusal(_fixture(name))
+    golden = FIXTURES / f"{name}.refused.txt"
+    if os.environ.get("PLE4_REGEN_GOLDEN") == "1":
+        golden.write_text(str(error) + "\n", encoding="utf-8")
+    assert str(error) + "\n" == golden.read_text(encoding="utf-8")
+    lead, structural = REFUSALS[name]
+    assert error.anchor == lead
+    assert str(error).startswith(f"anchor {lead!r}: this engine version")
+    assert f"{ALSO}{structural!r}: " in str(error)
+
+
+def test_without_the_offload_layer_the_facility_leads():
+    error = _refusal(_fixture("refuse_no_offload"))
+    assert "built without vllm.model_executor.layers.ple_offload_layer" in str(error)
+    assert "embedding_prefix not defined before the ngram_embedding dispatch)" in str(error)
+    # The same file with the offload layer: the precise anchor alone, as before the diagnosis.
+    hosting = _fixture("refuse_no_offload").replace("from torch import nn\n", "from torch import nn\n\n" + OFFLOAD_IMPORT, 1)
+    error = _refusal(hosting)
+    assert error.anchor == LOCALS
+    assert str(error) == f"anchor {LOCALS!r}: embedding_prefix not defined before the ngram_embedding dispatch"
+
+
+def test_an_imported_ngram_embedding_is_named_with_its_module():
+    error = _refusal(_fixture("refuse_moved_class"))
+    assert "does not define Qwen4ExpNGramEmbedding but imports it from .ngram_embedding" in str(error)
+    # Neither defined nor imported: nothing to diagnose, the class anchor alone.
+    neither = _fixture("refuse_moved_class").replace("from .ngram_embedding import Qwen4ExpNGramEmbedding\n", "")
+    error = _refusal(neither)
+    assert error.anchor == "class Qwen4ExpNGramEmbedding" and ALSO not in str(error)
+
+
+def test_an_nvfp4_table_of_the_engine_is_refused_whatever_the_structure():
+    own = _fixture("refuse_own_nvfp4")
+    assert "PackedNvFp4TableMethod" in str(_refusal(own)) and "(ple_lookup_fake) reads ngram_embedding.weight" in str(_refusal(own))
+    # A structure the transforms can change: refused all the same, by the check after them.
+    plain = own.replace("self.ngram_embedding = RowShardEmbedding(", "self.ngram_embedding = VocabParallelEmbedding(")
+    error = _refusal(plain)
+    assert error.anchor == "engine facilities" and ALSO not in str(error)
+    # No fake reading the table's weight: still two NVFP4 tables in one file.
+    no_fake = own.replace("table = layer.ple_embedding.ngram_embedding.weight", "table = layer.ple_embedding.table")
+    assert "would put a second NVFP4 table beside it" in str(_refusal(no_fake))
+    # The same file with an FP8 method instead: no table of its own, the precise anchor alone.
+    fp8 = own.replace("PackedNvFp4TableMethod", "PackedFp8TableMethod")
+    error = _refusal(fp8)
+    assert error.anchor == WRAP and ALSO not in str(error)
+    assert "something else than VocabParallelEmbedding" in str(error)
+
+
 # -- every real engine file of tests/data/engines -----------------------------------------------
 
 # What each stored version gets, from reading it (INDEX.md names repository and commit):
 # main-45d0a3bb builds its table without vllm.model_executor.layers.ple_offload_layer;
 # fork-leonccaa-12f2ad43 is the earlier shape (a plain assignment, no dispatch); main-6bca559d
 # has the if/elif dispatch of 15a8d185; fork-quixiai-608ed6fb (QuixiAI/SlimServe 608ed6fb) has an
-# `if envs.VLLM_QWEN4_EXP_PLE_HOST:` / `else:` dispatch without the `embedding_prefix` local the
-# NVFP4 branch passes (and without the offload layer: structural anchors are reported first);
+# `if envs.VLLM_QWEN4_EXP_PLE_HOST:` / `else:` dispatch without the offload layer (and without
+# the `embedding_prefix` local the NVFP4 branch passes: named second);
 # fork-113636xfh-18b0b44e has the pinned-host if/else dispatch on the offload layer;
 # fork-01554-4d8c2171 (01554/vllm 4d8c2171) has an `if ple_mmap.enabled():` / `else:` dispatch,
-# again without `embedding_prefix` and without the offload layer; fork-1ytic-dc12c02e (1ytic/vllm
-# dc12c02e) has the offload layer and one plain assignment, but of PLEVocabParallelEmbedding;
-# fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports Qwen4ExpNGramEmbedding from
-# .ngram_embedding instead of defining it; fork-zyx-a-52fa42ff (Zyx-A/1Cat-vLLM 52fa42ff) has the
-# disk/pinned-host/plain if/elif/else dispatch on the offload layer.
-# A refusal is (anchor, text its message holds).
+# again without the offload layer (and without `embedding_prefix`); fork-1ytic-dc12c02e
+# (1ytic/vllm dc12c02e) has the offload layer and one plain assignment of
+# PLEVocabParallelEmbedding, but ships its own NVFP4 table (Qwen4ExpPLENVFp4EmbeddingMethod) and
+# its op's fake qwen4_exp_ple_embed_fake reads `embedding.ngram_embedding.weight.dtype`, which the
+# NVFP4 row-packed table has not; fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports
+# Qwen4ExpNGramEmbedding from .ngram_embedding instead of defining it; fork-zyx-a-52fa42ff
+# (Zyx-A/1Cat-vLLM 52fa42ff) has the disk/pinned-host/plain if/elif/else dispatch on the offload
+# layer.
+# A refusal is (anchor, texts its message holds, in order); None: no structural anchor failed.
+NO_OFFLOAD = "is built without vllm.model_executor.layers.ple_offload_layer"
 EXPECTED = {
-    "main-45d0a3bb": ("refused", ("engine facilities", "vllm.model_executor.layers.ple_offload_layer")),
+    "main-45d0a3bb": ("refused", ("engine facilities", (NO_OFFLOAD,), None)),
     "fork-leonccaa-12f2ad43": ("patched", NgramEmbeddingWrap),
     "main-6bca559d": ("patched", NgramEmbeddingDispatch),
     "main-fc3daf73": ("patched", NgramEmbeddingDispatch),
     "fork-113636xfh-18b0b44e": ("patched", NgramEmbeddingDispatch),
     "fork-zyx-a-52fa42ff": ("patched", NgramEmbeddingDispatch),
-    "fork-quixiai-608ed6fb": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
-    "fork-01554-4d8c2171": ("refused", ("Qwen4ExpNGramEmbedding.__init__ locals", "embedding_prefix not defined")),
-    "fork-1ytic-dc12c02e": ("refused", (WRAP, "something else than VocabParallelEmbedding")),
-    "fork-madeby561-d840593c": ("refused", ("class Qwen4ExpNGramEmbedding", "Qwen4ExpNGramEmbedding not found")),
+    "fork-quixiai-608ed6fb": ("refused", ("engine facilities", (NO_OFFLOAD,), f"{LOCALS}': embedding_prefix not defined")),
+    "fork-01554-4d8c2171": ("refused", ("engine facilities", (NO_OFFLOAD,), f"{LOCALS}': embedding_prefix not defined")),
+    "fork-1ytic-dc12c02e": ("refused", (
+        "engine facilities",
+        ("ships its own NVFP4 PLE table (Qwen4ExpPLENVFp4EmbeddingMethod",
+         "(qwen4_exp_ple_embed_fake) reads ngram_embedding.weight"),
+        f"{WRAP}': self.ngram_embedding is built by something else than VocabParallelEmbedding")),
+    "fork-madeby561-d840593c": ("refused", (
+        "engine layout",
+        ("does not define Qwen4ExpNGramEmbedding but imports it from .ngram_embedding",),
+        "class Qwen4ExpNGramEmbedding': top-level class Qwen4ExpNGramEmbedding not found")),
+    # The further rows of INDEX.md: the disk/pinned-host/plain dispatch on the offload layer
+    # (chainzeaxion, peuqui, qixiao02, abcd19886, cookys; areslp with a packed-GGUF branch first),
+    # upstream vllm-project/vllm 020a97c7's plain VocabParallelEmbedding assignment (the earlier
+    # shape, which the transforms can change) with 1ytic's NVFP4 table of its own and the same
+    # qwen4_exp_ple_embed_fake reading `embedding.ngram_embedding.weight.dtype` (refused by the
+    # check after the transforms), and D-G-Dimitrov/vllm's plain PLEVocabParallelEmbedding
+    # assignment (as 1ytic's).
+    "fork-chainzeaxion-ebeb346a": ("patched", NgramEmbeddingDispatch),
+    "fork-peuqui-03b8cb99": ("patched", NgramEmbeddingDispatch),
+    "fork-qixiao02-0aac941e": ("patched", NgramEmbeddingDispatch),
+    "fork-abcd19886-0e4384ec": ("patched", NgramEmbeddingDispatch),
+    "fork-cookys-1b5731f9": ("patched", NgramEmbeddingDispatch),
+    "fork-areslp-1af83d81": ("patched", NgramEmbeddingDispatch),
+    "fork-vllm-project-020a97c7": ("refused", (
+        "engine facilities",
+        ("ships its own NVFP4 PLE table (Qwen4ExpPLENVFp4EmbeddingMethod",
+         "(qwen4_exp_ple_embed_fake) reads ngram_embedding.weight"),
+        None)),
+    "fork-d-g-dimitrov-337d3f5d": ("refused", (WRAP, ("something else than VocabParallelEmbedding",), None)),
 }
-CORPUS = engine_corpus.corpus_files("ple_layer.py")
+CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
+CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="no tests/data/engines file is present here"), id="none")]
 
 
 def _statement_lines(text: str, first: str) -> tuple[int, int]:
@@ -192,19 +300,24 @@ def _only_insertions(original: str, patched: str) -> None:
     assert not changed, changed
 
 
-def test_every_stored_file_is_listed_with_its_expectation():
-    assert {row.label for row in CORPUS} == set(EXPECTED)
+def test_every_indexed_file_is_listed_with_its_expectation():
+    assert {row.label for row in engine_corpus.indexed("ple_layer.py")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("row", CORPUS, ids=[r.label for r in CORPUS])
+@pytest.mark.parametrize("row", CORPUS_PARAMS)
 def test_real_corpus_file(row):
     text = engine_corpus.check(row).decode("utf-8")
     outcome, detail = EXPECTED[row.label]
     if outcome == "refused":
-        anchor, message = detail
-        with pytest.raises(TransformError) as e:
-            patch_source(text)
-        assert e.value.anchor == anchor and message in str(e.value)
+        anchor, facts, structural = detail
+        message = str(_refusal(text))
+        assert message.startswith(f"anchor {anchor!r}: ")
+        positions = [message.index(fact) for fact in facts]
+        assert positions == sorted(positions)
+        if structural is None:
+            assert ALSO not in message
+        else:
+            assert message.index(ALSO + "'" + structural) > positions[-1]
         return
     assert ngram_embedding_transform(cst.parse_module(text)) is detail
     patched = patch_source(text)

@@ -1,8 +1,13 @@
-"""The real engine files stored as test data in tests/data/engines (INDEX.md rows).
+"""The real engine files used as test data from tests/data/engines (INDEX.md rows).
 
-`corpus_files(name)` lists the rows for one file name (``ple_layer.py``,
-``runtime_defaults.py``), each with the path of its bytes; `check(row)` raises when the bytes
-differ from INDEX.md (sha256, size). Reused by tools/pin_manifest.py and the tests.
+INDEX.md (committed) gives each file's provenance, size and sha256. The files themselves are
+public engine code and are not committed: they live in git-ignored folders beside INDEX.md on a
+machine that has them, and every test that reads one skips when it is absent.
+
+`indexed(name)` lists every INDEX.md row for one file name (``ple_layer.py``,
+``runtime_defaults.py``); `corpus_files(name)` only those whose bytes are present; `check(row)`
+raises when the bytes differ from INDEX.md (sha256, size). Reused by tools/pin_manifest.py and
+the tests. ``python tools/engine_corpus.py`` checks every present file and lists the absent ones.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class CorpusFile:
         return self.pin.split(None, 1)[1] if self.pin.startswith("release ") else None
 
     @property
+    def present(self) -> bool:
+        return self.path.is_file()
+
+    @property
     def plausible_install(self) -> bool:
         return self.pin == "main" or self.release is not None
 
@@ -51,11 +60,17 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
     return rows
 
 
-def corpus_files(name: str = "ple_layer.py", base: Path = CORPUS_DIR) -> list[CorpusFile]:
+def indexed(name: str = "ple_layer.py", base: Path = CORPUS_DIR) -> list[CorpusFile]:
+    """Every INDEX.md row for file ``name``, whether its bytes are here or not."""
     index = base / "INDEX.md"
     if not index.is_file():
         return []
     return [row for row in parse_index(index.read_text(encoding="utf-8"), base) if row.file == name]
+
+
+def corpus_files(name: str = "ple_layer.py", base: Path = CORPUS_DIR) -> list[CorpusFile]:
+    """The INDEX.md rows for file ``name`` whose bytes are present on this machine."""
+    return [row for row in indexed(name, base) if row.present]
 
 
 def check(row: CorpusFile) -> bytes:
@@ -64,3 +79,24 @@ def check(row: CorpusFile) -> bytes:
     if len(data) != row.size or hashlib.sha256(data).hexdigest() != row.sha256:
         raise ValueError(f"{row.path}: sha256/size differ from tests/data/engines/INDEX.md")
     return data
+
+
+def main() -> int:
+    bad = 0
+    for name in sorted({row.file for row in parse_index((CORPUS_DIR / "INDEX.md").read_text(encoding="utf-8"))}):
+        for row in indexed(name):
+            if not row.present:
+                print(f"absent   {row.label}/{row.file}")
+                continue
+            try:
+                check(row)
+            except ValueError as err:
+                bad += 1
+                print(f"BAD      {err}")
+            else:
+                print(f"ok       {row.label}/{row.file} {row.sha256[:12]}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

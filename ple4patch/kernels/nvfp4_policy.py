@@ -11,7 +11,20 @@ host memory by each GPU worker (``ple4patch.kernels.nvfp4_loader``). The engine'
 - ``_qwen4exp_ple_cascade_requested`` admits the disk cascade (``KernelConfig.ple_disk_cascade``,
   on by default) when ``ple_storage_rejection`` accepts the storage.
 
-Either way the GPU workers skip the embedding constructor. The patched policy skips both for an
+Either way the GPU workers skip the embedding constructor.
+
+Two facts of the engine decide what can be refused at start-up:
+
+- ``KernelConfig.ple_disk_cascade`` is a plain ``bool = True`` (``vllm/config/kernel.py``, no
+  record of who set it), so an explicit ``--kernel-config '{"ple_disk_cascade": true}'`` looks
+  exactly like the default: the patched policy declines both and records why in
+  ``ple_disk_cascade_reason``. Only a tool that reads the user's own arguments (ple4patch's
+  preflight, ``--serve-args``) can refuse the explicit form.
+- ``EngineArgs.create_model_config`` (``vllm/engine/arg_utils.py``, 1CatAI/1Cat-vLLM
+  ae13773a0deebf583022613c4508e5072cedef91) sets ``quantization`` and ``load_format`` to
+  ``"gguf"`` when ``is_gguf(model)`` (a local ``.gguf`` file, a file with the GGUF magic, or a
+  ``repo:QUANT`` name), so a GGUF model served with ``--load-format auto`` reaches this policy as
+  ``load_format == "gguf"``; the refusal then names the model, not an option the user never passed. The patched policy skips both for an
 NVFP4 request (``ple4_policy_skips_auto_placement``, ``ple4_policy_declines_cascade``) and refuses,
 before the engine allocates anything, an explicit setting that would move the table
 (``ple4_policy_check``). The rules are data (``PLE4_POLICY_RULES``) and
@@ -46,10 +59,22 @@ PLE4_POLICY_RULES = (
         "unset VLLM_SM70_QWEN38_HYBRID_PLE (or set VLLM_SM70_QWEN38_HYBRID_PLE=0)",
     ),
     (
+        "VLLM_QWEN4EXP_PLE_DISK",
+        ("1", "true", "yes", "on"),
+        "the PLE disk cascade reads the rows beyond the GPU and host tiers from the checkpoint files",
+        "unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)",
+    ),
+    (
         "--kernel-config ple_disk_cascade",
         ("explicit-true",),
         "the disk cascade spills the PLE table to mapped checkpoint storage",
         "drop ple_disk_cascade from --kernel-config (or pass --kernel-config '{\"ple_disk_cascade\": false}')",
+    ),
+    (
+        "--model",
+        ("gguf-model",),
+        "a GGUF checkpoint carries its own PLE table format",
+        "serve the NVFP4 safetensors checkpoint directory, not a GGUF model",
     ),
     (
         "--load-format",
@@ -71,9 +96,12 @@ def ple4_policy_refusal(setting: str, value: object) -> str | None:
     for name, conflicting, why, change in PLE4_POLICY_RULES:
         if name != setting:
             continue
-        text = "explicit-true" if value is True and "explicit-true" in conflicting else str(value).strip().lower()
-        if text in conflicting:
+        if isinstance(value, tuple):  # (what the rule matches, what the user sees)
+            text, shown = value
+        else:
+            text = "explicit-true" if value is True and "explicit-true" in conflicting else str(value).strip().lower()
             shown = "true" if text == "explicit-true" else str(value)
+        if text in conflicting:
             return (
                 f"ple_embedding_dtype={PLE4_POLICY_DTYPE!r} pins the PLE table in each GPU worker, "
                 f"but {setting}={shown} is set ({why}): {change}"
@@ -119,15 +147,31 @@ def _ple4_policy_explicit(name, defaults, environ) -> tuple:
     return False, None
 
 
-def _ple4_policy_cascade_explicit(cfg) -> bool:
-    """Whether ``KernelConfig.ple_disk_cascade`` was set to true by the user (not its default):
-    the engine records a typed setting's source in ``sources`` where its policy objects do."""
-    kernel = getattr(cfg, "kernel_config", None)
-    if kernel is None or not getattr(kernel, "ple_disk_cascade", False):
-        return False
-    sources = getattr(kernel, "sources", None)
-    source = sources.get("ple_disk_cascade") if isinstance(sources, dict) else None
-    return source is not None and not str(source).startswith("default")
+def _ple4_policy_gguf_model(cfg) -> str | None:
+    """The model name when the engine resolved it as GGUF (``load_format`` set to ``"gguf"`` by
+    ``create_model_config`` for a ``.gguf`` file, a file with the GGUF magic, or ``repo:QUANT``)."""
+    load_format = getattr(getattr(cfg, "load_config", None), "load_format", None)
+    if str(getattr(load_format, "value", load_format)).lower() != "gguf":
+        return None
+    model = getattr(getattr(cfg, "model_config", None), "model", None)
+    if model is None:
+        return None
+    name = str(model)
+    if name.lower().endswith(".gguf"):
+        return name
+    import os
+
+    try:
+        if os.path.isfile(name):  # a regular file only (never opens a FIFO or a device)
+            with open(name, "rb") as f:
+                if f.read(4) == b"GGUF":
+                    return name
+    except OSError:
+        pass
+    head, sep, quant = name.rpartition(":")
+    if sep and "/" in head and quant and all(c.isalnum() or c in "_+-" for c in quant):
+        return name
+    return None
 
 
 def ple4_policy_settings(cfg, defaults=None, environ=None) -> dict:
@@ -142,8 +186,10 @@ def ple4_policy_settings(cfg, defaults=None, environ=None) -> dict:
             explicit, value = _ple4_policy_explicit(name, defaults, environ)
             if explicit:
                 settings[name] = value
-    if _ple4_policy_cascade_explicit(cfg):
-        settings["--kernel-config ple_disk_cascade"] = True
+    gguf_model = _ple4_policy_gguf_model(cfg)
+    if gguf_model is not None:  # the engine set --load-format/--quantization gguf from the model
+        settings["--model"] = ("gguf-model", gguf_model)
+        return settings
     load_format = getattr(getattr(cfg, "load_config", None), "load_format", None)
     if load_format is not None:
         settings["--load-format"] = getattr(load_format, "value", load_format)

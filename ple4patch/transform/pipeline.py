@@ -10,9 +10,9 @@ from libcst.codemod import CodemodCommand, CodemodContext
 
 from ..errors import TransformError
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
-from ._common import BLOCK_BEGIN, class_methods, find_class, injected_modules
+from ._common import BLOCK_BEGIN, InjectedModule, class_methods, find_class, injected_modules
 from .dispatch import NgramEmbeddingDispatch
-from .facilities import RequireEngineFacilities
+from .facilities import RequireEngineFacilities, diagnose
 from .imports import AddInjectedImports
 from .inject import InjectBlock
 from .load_weights import LoadWeightsDispatch
@@ -23,8 +23,8 @@ _BOM = "\ufeff"
 # NgramEmbeddingWrap in the earlier engine shape (see ngram_embedding_transform).
 TRANSFORMS = (AddInjectedImports, InjectBlock, NgramEmbeddingDispatch, LoadWeightsDispatch)
 NEEDS_INJECTED = (AddInjectedImports, InjectBlock)
-# Checks that change nothing; they run on the original tree after the transforms, so a file that
-# misses a structural anchor is reported by that anchor first.
+# Checks that change nothing; they run on the original tree after the transforms. When a
+# transform fails on its anchor, the same diagnosis runs first (see ``_structural_error``).
 CHECKS = (RequireEngineFacilities,)
 
 
@@ -64,6 +64,16 @@ def _run(codemod: CodemodCommand, tree: cst.Module) -> cst.Module:
     return out
 
 
+def _structural_error(exc: TransformError, original: cst.Module, injected: tuple[InjectedModule, ...]) -> TransformError:
+    """The error for a transform that missed its anchor: what the engine version lacks first,
+    when the facility diagnosis finds it (a missing anchor is then its consequence, named
+    second), else the anchor error itself."""
+    finding = diagnose(original, injected)
+    if finding is None:
+        return exc
+    return TransformError(finding.anchor, f"{finding.detail} (the patch's anchors do not match either: {exc})")
+
+
 def patch_source(source: str) -> str:
     patch_id = find_patch_id(source)
     if patch_id is not None:
@@ -81,13 +91,16 @@ def patch_source(source: str) -> str:
     injected = injected_modules()
     context = CodemodContext()
     original = tree
-    for transform in TRANSFORMS:
-        if transform is NgramEmbeddingDispatch:
-            transform = ngram_embedding_transform(tree)
-        if transform in NEEDS_INJECTED:
-            tree = _run(transform(context, injected), tree)
-        else:
-            tree = _run(transform(context), tree)
+    try:
+        for transform in TRANSFORMS:
+            if transform is NgramEmbeddingDispatch:
+                transform = ngram_embedding_transform(tree)
+            if transform in NEEDS_INJECTED:
+                tree = _run(transform(context, injected), tree)
+            else:
+                tree = _run(transform(context), tree)
+    except TransformError as exc:
+        raise _structural_error(exc, original, injected) from None
     for check in CHECKS:
         _run(check(context, injected), original)
     out = tree.code
