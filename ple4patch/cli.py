@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 import traceback
 from typing import Callable
@@ -121,9 +122,12 @@ def run_command(command: str, as_json: bool, thunk: Callable[[], Result], *, ver
     try:
         result = thunk()
     except KeyboardInterrupt:  # Ctrl-C: the writes are atomic and a half-done apply takes itself back
+        ctx = click.get_current_context(silent=True)
+        venv = ctx.params.get("venv") if ctx is not None else None
+        where = f" {shlex.quote(os.fsdecode(venv))}" if venv else ""
         msg = (
             f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
-            f"run `ple4patch status` to see which, and run `ple4patch {command}` again to finish"
+            f"run `ple4patch status{where}` to see which, and run `ple4patch {command}{where}` again to finish"
         )
         _emit(Result.stopped(command, EXIT_INTERRUPTED, "interrupted", msg), as_json, f"ple4patch {command}: {msg}")
     except Ple4Error as err:

@@ -623,7 +623,9 @@ def test_ctrl_c(command, point, landed, venv, env):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_INTERRUPTED, err
-    assert out == "" and "ple4patch status" in kit.one_message(err, f"ple4patch {command}: interrupted (Ctrl-C)")
+    msg = kit.one_message(err, f"ple4patch {command}: interrupted (Ctrl-C)")
+    # The commands it suggests name this venv (as printed they run on it, not on $VIRTUAL_ENV).
+    assert out == "" and f"ple4patch status {venv}`" in msg and f"ple4patch {command} {venv}`" in msg, msg
     assert kit.temps(target) == []
     if landed:
         assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)
