@@ -5,8 +5,8 @@
   for an indented line, two columns in for any other line (an error line, `ple4patch apply:
   error: ...`). A word is never broken: a path longer than a line stands alone on its own line,
   the one exception to WIDTH.
-- A suggested command -- a span in backticks, or `ple4patch COMMAND [--options] [ARG]` and `pip
-  install [--options] [ARG]` as messages write them -- moves whole to the next line when it does
+- A suggested command -- a span in backticks, or `ple4patch COMMAND [--options] [ARG]` and
+  `[VENV/bin/python -m] pip install [--options] [ARG]` as messages write them -- moves whole to the next line when it does
   not fit the rest of this one. Longer than a line, it goes on as a shell does: ` \\` at the end,
   the rest two columns further in, so that it pastes into a shell as printed. A single-quoted
   span (`'1cat-vllm==1.5.1'`, `'{"ple_disk_cascade": false}'`) is never split.
@@ -32,7 +32,8 @@ _LABEL = re.compile(r"^([a-z][a-z0-9 ]*:) +(?=\S)")
 _COMMAND = re.compile(
     r"`[^`]*`"  # anything in backticks
     r"|\bple4patch (?:apply|status|verify|revert|inspect|selftest)\b(?!:)(?: --?[a-z][a-z-]*)*(?: (?![(-])[^\s`]+)?"
-    r"|\bpip install(?: --?[a-z][a-z-]*)*(?: '[^']*'| (?![(-])[^\s`]+)?"
+    r"|(?:(?:'[^'\n]*/bin/python[0-9.]*'|(?<![^\s(])[^\s`'(]*/bin/python[0-9.]*) -m )?"  # the venv's own pip
+    r"\bpip install(?: --?[a-z][a-z-]*)*(?: '[^']*'| (?![(-])[^\s`]+)?"
 )
 _QUOTED = re.compile(r"(?<![^\s(=])'[^'\n]*'(?=[\s)`,.;:]|$)")  # a quote opens a word (not "engine's")
 

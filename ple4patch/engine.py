@@ -15,6 +15,7 @@ import csv
 import io
 import os
 import re
+import shlex
 import stat
 import sys
 from dataclasses import dataclass
@@ -134,8 +135,7 @@ class Engine:
         if os.path.islink(self.target):
             raise _refuse(
                 "target_missing",
-                f"{self.target} is a dangling symlink: reinstall the engine "
-                f"(pip install --force-reinstall --no-deps 1cat-vllm=={self.version})",
+                f"{self.target} is a dangling symlink: reinstall the engine ({reinstall_hint(self)})",
             )
         if not self.record_listed:
             raise _refuse(
@@ -146,7 +146,7 @@ class Engine:
         raise _refuse(
             "target_missing",
             f"{self.target} is listed in the RECORD of 1cat-vllm {self.version} but is gone: "
-            f"reinstall the engine (pip install --force-reinstall --no-deps 1cat-vllm=={self.version})",
+            f"reinstall the engine ({reinstall_hint(self)})",
         )
 
     def as_dict(self) -> dict:
@@ -160,9 +160,19 @@ class Engine:
         }
 
 
-def reinstall_hint(engine: Engine) -> str:
-    """The pip command that puts the engine's shipped files back."""
-    return f"pip install --force-reinstall --no-deps '1cat-vllm=={engine.version}'"
+def venv_pip(venv: str | os.PathLike, args: str) -> str:
+    """`VENV/bin/python -m pip ARGS`: pip run by the engine venv's own interpreter (its path
+    quoted for a shell), so that it installs into that venv whichever Python runs ple4patch
+    and whichever venv is active (a bare `pip` from ple4patch's own venv would install there)."""
+    return f"{shlex.quote(os.path.join(os.fspath(venv), 'bin', 'python'))} -m pip {args}"
+
+
+def reinstall_hint(engine: Engine, *, version: bool = True) -> str:
+    """The pip command that puts the engine's shipped files back, in the engine's own venv
+    (`venv_pip`); `version=False` when the installed version is not known for sure."""
+    req = f"1cat-vllm=={engine.version}" if version and engine.version else "1cat-vllm"
+    quoted = f"'{req}'" if "'" not in req else shlex.quote(req)
+    return venv_pip(engine.venv, f"install --force-reinstall --no-deps {quoted}")
 
 
 def default_venv() -> Path:
@@ -339,7 +349,8 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
             raise _refuse(
                 "upstream_vllm",
                 f"{site} has upstream vllm ({upstream[0]}), not the 1Cat-vLLM fork: ple4patch patches "
-                f"only 1cat-vllm (pip install 1cat-vllm)",
+                f"only 1cat-vllm: install it in a venv of its own (python3 -m venv DIR, then "
+                f"DIR/bin/python -m pip install 1cat-vllm) and pass that venv",
             )
         if editable_markers:
             raise _refuse(
@@ -362,7 +373,7 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
         raise _refuse(
             "several_dist_infos",
             f"several 1cat-vllm dist-infos in {site} ({', '.join(ours)}): a broken install; "
-            f"reinstall the engine (pip install --force-reinstall --no-deps 1cat-vllm)",
+            f"reinstall the engine ({venv_pip(venv, 'install --force-reinstall --no-deps 1cat-vllm')})",
         )
 
     dist_info = site / ours[0]

@@ -177,11 +177,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def refuse_symlink(path: Path) -> None:
+def refuse_symlink(path: Path, fix: str | None = None) -> None:
+    """ModifiedFile when `path` is a symlink; `fix` says what to do (default: reinstall the
+    engine with its own venv's pip, whose command the caller knows: `engine.reinstall_hint`)."""
     if os.path.islink(path):
         raise ModifiedFile(
             f"{path} is a symlink (to {os.readlink(path)}): ple4patch does not write through "
-            f"symlinks; install the engine normally (pip install --force-reinstall --no-deps 1cat-vllm)"
+            f"symlinks; {fix or 'install the engine normally (with the pip of its own venv)'}"
         )
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from . import bytecode, fsio, readfile
 from . import manifest as manifest_mod
-from .engine import Engine
+from .engine import Engine, reinstall_hint
 from .errors import ModifiedFile, NotWritable
 from .hashing import file_sha256, sha256_hex
 from .manifest import Manifest, Pin
@@ -61,7 +61,7 @@ def locked_set(
             fsio.check_writable(engine.state_dir)
             for member in fileset.members(engine):
                 fsio.check_writable(member.target_dir)
-                fsio.refuse_symlink(member.target)
+                fsio.refuse_symlink(member.target, f"install the engine normally ({reinstall_hint(engine)})")
             stack.enter_context(fsio.locked(engine.state_dir, lock_timeout))
         except NotWritable as err:
             not_writable = err

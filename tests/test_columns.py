@@ -63,6 +63,20 @@ def test_a_bare_command_and_a_pip_requirement_stay_whole():
     assert fits(out)
 
 
+def test_the_venvs_own_pip_stays_whole_with_its_interpreter():
+    """`VENV/bin/python -m pip install ...` (the path quoted when it must be) is one command: the
+    interpreter never stays behind on the line before, as a shell would then run it alone."""
+    for py in (f"{VENV}/bin/python", "'/opt/my engine/bin/python'"):
+        cmd = f"{py} -m pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'"
+        line = f"next:    reinstall the engine ({cmd}), then ple4patch apply {VENV}"
+        out = columns.fit(line)
+        assert fits(out), out
+        shell = kit.shell_lines(out)
+        assert any(cmd in x for x in shell), out
+        (pasted,) = [x for x in shell if "-m pip" in x]
+        assert shlex.split(pasted[pasted.index(py):].split(")")[0])[:4] == [shlex.split(py)[0], "-m", "pip", "install"]
+
+
 def test_quotes_open_words_only():
     """A single-quoted span is never split; an apostrophe inside a word opens nothing."""
     line = "x: " + "the engine's RECORD " * 6 + "pass --kernel-config '{\"ple_disk_cascade\": false}' to vllm serve"
@@ -102,7 +116,8 @@ def test_a_report_keeps_its_columns():
 
 
 WHOLE = [f"`ple4patch apply --allow-unknown {VENV}`", f"ple4patch verify {VENV}",
-         "pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'", "'a quoted span'"]
+         "pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'", "'a quoted span'",
+         f"{VENV}/bin/python -m pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'"]
 _words = st.lists(st.one_of(
     st.text("abcdefghij", min_size=1, max_size=12),
     st.text("abc/._-", min_size=20, max_size=130).map(lambda s: "/" + s),

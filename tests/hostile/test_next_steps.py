@@ -29,17 +29,19 @@ _CMD = re.compile(r"ple4patch (apply|revert|verify|status)((?: --[a-z-]+)*)(?!:)
                   r"|apply --dry-run)`|(then apply)|([Mm]ove (?:it|\S+)(?: \(in \S+\))? away)|(reinstall the engine|Restore the "
                   r"engine with pip|pip install --force-reinstall)")
 _VENV_COMMAND = re.compile(r"ple4patch (?:apply|revert|verify)(?: --[a-z-]+)*(?!:)")
-_PIP = "pip install --force-reinstall --no-deps '1cat-vllm=="
+_PIP = " -m pip install --force-reinstall --no-deps '1cat-vllm=="
 
 
 def assert_pastes(text: str, venv: Path) -> None:
     """Every suggested ple4patch command names the venv on its own shell line, and a pip
-    reinstall names its requirement there: copied as printed, it runs as meant."""
+    reinstall is the engine venv's own pip (`VENV/bin/python -m pip`: a bare `pip` run from
+    ple4patch's venv would reinstall there) with its requirement on that line: copied as
+    printed, it runs as meant."""
     for line in kit.shell_lines(text):
         for m in _VENV_COMMAND.finditer(line):
             assert line[m.end():].startswith(f" {venv}"), f"{m.group(0)!r} does not name {venv} as printed: {text}"
-        if "pip install --force-reinstall" in line:
-            assert _PIP in line, f"a pip command broken over lines: {text}"
+        if "pip install" in line:
+            assert f"{venv}/bin/python{_PIP}" in line, f"not the venv's own pip, or broken over lines: {text}"
 
 
 def suggestions(text: str) -> list[tuple[str, ...]]:
