@@ -181,6 +181,39 @@ def default_venv() -> Path:
     return Path(env) if env else Path(sys.prefix)
 
 
+# Where the venv came from (`find_engine`), and what to do when it holds no engine.
+_GIVEN, _ACTIVE, _OWN = "given", "active", "own"
+_OR_ACTIVATE = ("or activate it (`. /path/to/engine-venv/bin/activate` sets $VIRTUAL_ENV, which "
+                "ple4patch reads when no VENV is given)")
+
+
+def _pass_it(command: str) -> str:
+    return (f"pass the engine's venv, the directory holding the bin/python that `vllm serve` runs from "
+            f"(`ple4patch {command} /path/to/engine-venv`)")
+
+
+def _venv_source(venv: str | os.PathLike | None) -> str:
+    if venv is not None:
+        return _GIVEN
+    return _ACTIVE if os.environ.get("VIRTUAL_ENV") else _OWN
+
+
+def _which_venv(source: str) -> str:
+    """How the venv was chosen, for a message: nothing when it was given."""
+    return {
+        _GIVEN: "",
+        _ACTIVE: "the active venv, $VIRTUAL_ENV; ",
+        _OWN: "no VENV given and no venv active, so the venv of the Python running ple4patch; ",
+    }[source]
+
+
+def _what_to_pass(source: str, command: str) -> str:
+    """What to do when the venv holds no engine: pass the right one (or activate it)."""
+    if source == _GIVEN:
+        return _pass_it(command)
+    return f"{_pass_it(command)}, {_OR_ACTIVATE}"
+
+
 def record_hash_to_hex(value: str) -> str | None:
     """`sha256=<urlsafe-b64, no padding>` (RECORD format) -> hex digest, or None."""
     algo, _, b64 = value.partition("=")
@@ -193,14 +226,17 @@ def record_hash_to_hex(value: str) -> str | None:
     return digest.hex() if len(digest) == 32 else None
 
 
-def find_engine(venv: str | os.PathLike | None = None) -> Engine:
-    """Locate 1cat-vllm and its target in `venv` (default: `default_venv()`)."""
+def find_engine(venv: str | os.PathLike | None = None, *, command: str = "status") -> Engine:
+    """Locate 1cat-vllm and its target in `venv` (default: `default_venv()`); `command` is the
+    one a refusal's example names (`ple4patch COMMAND /path/to/engine-venv`)."""
     if venv is not None and os.fspath(venv) in ("", b""):
         raise UsageError("VENV is empty: pass the engine's venv (the directory holding bin/python)")
+    source = _venv_source(venv)
     venv_path = Path(venv) if venv is not None else default_venv()
     venv_path = Path(os.path.abspath(venv_path))
     if not os.path.isdir(venv_path):
-        raise _refuse("no_venv", f"no such venv: {venv_path} is not a directory")
+        how = " ($VIRTUAL_ENV)" if source == _ACTIVE else ""
+        raise _refuse("no_venv", f"no such venv: {venv_path}{how} is not a directory; {_pass_it(command)}")
     candidates = _site_packages_dirs(venv_path)
     if not candidates:
         raise _refuse(
@@ -209,12 +245,12 @@ def find_engine(venv: str | os.PathLike | None = None) -> Engine:
             f"(pass the venv's root directory, the one holding bin/python)",
         )
     site = _choose_site_packages(venv_path, candidates)
-    return _find_in_site(venv_path, site)
+    return _find_in_site(venv_path, site, source, command)
 
 
-def find_target(venv: str | os.PathLike | None = None) -> Engine:
+def find_target(venv: str | os.PathLike | None = None, *, command: str = "status") -> Engine:
     """`find_engine`, for a command that needs the target file: EngineNotFound unless it exists."""
-    engine = find_engine(venv)
+    engine = find_engine(venv, command=command)
     engine.require_target()
     return engine
 
@@ -328,7 +364,7 @@ def _editable_marker_name(entry: str) -> str | None:
     return None
 
 
-def _find_in_site(venv: Path, site: Path) -> Engine:
+def _find_in_site(venv: Path, site: Path, source: str = _GIVEN, command: str = "status") -> Engine:
     try:
         entries = sorted(os.listdir(site))
     except OSError as exc:  # not "not installed": this user cannot look
@@ -366,8 +402,8 @@ def _find_in_site(venv: Path, site: Path) -> Engine:
             )
         raise _refuse(
             "not_installed",
-            f"no engine: 1cat-vllm is not installed in {venv} (looked in {site}); pass the engine's "
-            f"venv (ple4patch apply /path/to/venv) or activate it" + _leftover_package(site),
+            f"no engine: 1cat-vllm is not installed in {venv} ({_which_venv(source)}looked in {site}); "
+            f"{_what_to_pass(source, command)}" + _leftover_package(site),
         )
     if len(ours) > 1:
         raise _refuse(

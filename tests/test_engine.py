@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -49,6 +50,44 @@ def test_default_venv_is_virtual_env_then_prefix(wheelhouse, engine_venv, monkey
 
     # the test interpreter's prefix has no 1cat-vllm
     assert str(sys.prefix) in str(refusal(None))
+
+
+def test_a_venv_without_an_engine_says_how_it_was_chosen_and_what_to_pass(wheelhouse, engine_venv, new_venv,
+                                                                         tmp_path, monkeypatch):
+    bare = new_venv("bare")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    given = str(refusal(bare))
+    assert "pass the engine's venv" in given and "`ple4patch status /path/to/engine-venv`" in given
+    assert "activate" not in given  # it was given: activating another venv would not change that
+    with pytest.raises(EngineNotFound) as info:
+        find_engine(bare, command="apply")
+    assert "`ple4patch apply /path/to/engine-venv`" in str(info.value)
+    import sys
+
+    own = str(refusal(None))  # nothing given, nothing active: the prefix of the Python running ple4patch
+    assert f"not installed in {sys.prefix} (no VENV given and no venv active" in own
+    assert "activate it (`. /path/to/engine-venv/bin/activate` sets $VIRTUAL_ENV" in own
+    monkeypatch.setenv("VIRTUAL_ENV", str(bare))
+    active = str(refusal(None))
+    assert f"not installed in {bare} (the active venv, $VIRTUAL_ENV;" in active and "activate it" in active
+    missing = tmp_path / "gone"
+    monkeypatch.setenv("VIRTUAL_ENV", str(missing))
+    gone = str(refusal(None))
+    assert gone.startswith(f"no such venv: {missing} ($VIRTUAL_ENV) is not a directory; pass the engine's venv")
+    # the advice holds: activating the engine's venv, as a shell does, makes ple4patch find it
+    venv = engine_venv(wheelhouse.engine(PRISTINE_A), name="engine")
+    env = {**kit.cli_env(), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(["bash", "-c", f'. "{venv}/bin/activate" && exec "{sys.executable}" -m ple4patch status --json'],
+                          capture_output=True, text=True, env=env, cwd=kit.REPO)
+    assert json.loads(proc.stdout)["engine"]["venv"] == str(venv), proc.stderr
+
+
+def test_no_such_venv_says_what_to_pass(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    msg = str(refusal(tmp_path / "nonexistent"))
+    assert msg == (f"no such venv: {tmp_path / 'nonexistent'} is not a directory; pass the engine's venv, the "
+                   f"directory holding the bin/python that `vllm serve` runs from "
+                   f"(`ple4patch status /path/to/engine-venv`)")
 
 
 def test_pinned_hash_recognised_whatever_the_version(wheelhouse, engine_venv):

@@ -36,7 +36,7 @@ def run(
     policy_patch_source: PatchSource | None = None,
     lock_timeout: float | None = None,
 ) -> Result:
-    engine = find_target(venv)
+    engine = find_target(venv, command="apply")
     base = manifest if manifest is not None else manifest_mod.load()
 
     def transform_for(a: Assessment) -> PatchSource:  # resolved lazily: a patched set needs no libcst

@@ -34,7 +34,7 @@ def run(
     manifest: Manifest | None = None,
     lock_timeout: float | None = None,
 ) -> Result:
-    engine = find_target(venv)
+    engine = find_target(venv, command="revert")
     base = manifest if manifest is not None else manifest_mod.load()
 
     def nothing_to_write(s: SetAssessment) -> bool:  # pristine; and --clean has nothing to remove

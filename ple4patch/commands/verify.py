@@ -28,7 +28,7 @@ def _next(a) -> str:
 
 
 def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = None) -> Result:
-    engine = find_target(venv)
+    engine = find_target(venv, command="verify")
     s = assess_set(engine, write.with_local_pins(manifest if manifest is not None else manifest_mod.load(), engine))
     if s.layer.state is State.MISSING:
         engine.require_target()
