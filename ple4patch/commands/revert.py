@@ -151,9 +151,10 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
     """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
     (`not_writable` is None); otherwise writes nothing and says so."""
     a = s.layer
-    msg = f"nothing to revert: {rel_of(a.target)} is {a.state.value}; nothing to do"
+    msg = f"nothing to revert: {rel_of(a.target)} is {a.state.value}"
     if len(s.files) > 1:
-        msg = f"nothing to revert: the {len(s.files)} files of the set are pristine; nothing to do"
+        states = " or ".join(dict.fromkeys(f.state.value for f in s.files))
+        msg = f"nothing to revert: the {len(s.files)} files of the set are {states}"
     if not_writable is not None:
         notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
         for f in s.files:

@@ -496,7 +496,7 @@ def test_read_only_pristine_venv_revert_verify_status(venv, env):
     before = kit.tree_hash(venv)
     proc = run_on_read_only_site(venv, env, "revert", venv)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    assert "nothing to revert" in proc.stdout and "nothing to do" in proc.stdout and proc.stderr == ""
+    assert proc.stdout.startswith("nothing to revert: ") and proc.stderr == ""
     proc = run_on_read_only_site(venv, env, "revert", venv, "--json")
     d = json.loads(proc.stdout)
     assert (proc.returncode, d["changed"], d["restored"], d["state"]) == (0, False, False, "pristine"), d
@@ -523,7 +523,7 @@ def test_read_only_pristine_venv_revert_simulated(clean, venv, fake_man, monkeyp
         assert code == EXIT_NOT_WRITABLE and "read-only" in d["error"]["message"], d
     else:
         assert (code, d["changed"], d["state"]) == (0, False, "pristine"), d
-        assert "nothing to do" in d["message"] and any("revert --clean" in n for n in d["notes"])
+        assert d["message"].startswith("nothing to revert: ") and any("revert --clean" in n for n in d["notes"])
     assert kit.tree_hash(venv) == before
 
 
@@ -560,7 +560,7 @@ def test_read_only_stale_timestamp_bytecode_needs_no_write(command, venv, fake_m
     monkeypatch.setattr(fsio, "os", FaultyOS(**FAULTS["erofs-everywhere"][0]))
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
     monkeypatch.setattr(fsio, "os", os)
-    assert code == 0 and ("already patched" if command == "apply" else "nothing to do") in out, (out, err)
+    assert code == 0 and ("already patched" if command == "apply" else "nothing to revert") in out, (out, err)
     assert kit.tree_hash(venv) == before
 
 
