@@ -94,9 +94,9 @@ def _emit(result: Result, as_json: bool, error_line: str | None = None, verbose:
             click.echo(_for_people(error_line, verbose), err=True)
         elif show is not None:
             show(result)
+        elif result.output:  # a report's body (status, selftest, inspect), then its verdict: one text
+            click.echo(_for_people(result.output + result.message, verbose))
         else:
-            if result.output:  # a report's body (selftest, inspect): text for people too
-                click.echo(columns.fit(result.output), nl=False)
             click.echo(_text(result, verbose))
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:

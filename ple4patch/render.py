@@ -1,9 +1,10 @@
 """What an assessment looks like to people and to --json: status text, report data, diffs.
 
 Pure functions of a `state.Assessment` (no reads, no writes): `report` is the JSON data
-every command starts from, `status_text` the text of `ple4patch status`, `with_notes`
-the verdict followed by its `note:` lines, `unified_diff` / `diff_regions` / `stat_text`
-a dry run's diff and its summary. Text for people fits 100 columns: hashes are shown
+every command starts from, `status_text` the text of `ple4patch status` (`status_body`, the
+details, then `status_verdict`, the state and what to do next), `with_notes` the verdict
+followed by its `note:` lines, `unified_diff` / `diff_regions` / `stat_text` a dry run's
+diff and its summary. Text for people fits 100 columns: hashes are shown
 short (`short_hashes`; `--verbose` and `--json` keep them whole) and labels lead with the
 engine version installed (`engine_label`).
 """
@@ -95,25 +96,35 @@ def _next_step(a: Assessment) -> str | None:
     return first + step if step else None
 
 
-def status_text(a: Assessment) -> str:
+def status_body(a: Assessment) -> list[str]:
+    """The details of one file's status: engine, target, hashes, backup. Paths are whole here;
+    text for people names them relative to site-packages unless --verbose."""
     e = a.engine
     h = a.hashes()
-    lines = [
+    return [
         f"engine:  1cat-vllm {e.version} in {e.venv}",
-        f"target:  {e.target.relative_to(e.site_packages) if e.target.is_relative_to(e.site_packages) else e.target}",
-        f"state:   {state_line(a)}",
+        f"target:  {e.target}",
         f"sha256:  current         {_short(h['current'])}",
         f"         RECORD          {_short(h['record'])}",
         f"         pinned pristine {_short(h['pinned_pristine'])}",
         f"         pinned patched  {_short(h['pinned_patched'])}",
         f"backup:  {_BACKUP_TEXT[a.backup]}"
-        + (f" {a.backup_path.name} sha256 {a.backup_sha256}" if a.backup_sha256 else ""),
+        + (f" {a.backup_path} sha256 {a.backup_sha256}" if a.backup_sha256 else ""),
     ]
-    lines += [f"note:    {n}" for n in a.notes]
-    nxt = _next_step(a)
+
+
+def status_verdict(a: Assessment, *, next_step: bool = True) -> list[str]:
+    """One file's verdict: its state, its notes and (`next_step`) what to do next."""
+    lines = [f"state:   {state_line(a)}"] + [f"note:    {n}" for n in a.notes]
+    nxt = _next_step(a) if next_step else None
     if nxt:
         lines.append(f"next:    {nxt}")
-    return "\n".join(lines)
+    return lines
+
+
+def status_text(a: Assessment) -> str:
+    """`ple4patch status` for one file: the details, then the verdict."""
+    return "\n".join(status_body(a) + status_verdict(a))
 
 
 def with_notes(message: str, notes: list[str]) -> str:

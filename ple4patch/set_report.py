@@ -42,26 +42,34 @@ def report(s: SetAssessment) -> dict:
     return {**data, **set_data(s)}
 
 
-def status_text(s: SetAssessment) -> str:
-    """The layer's status text, then one block per other file of the set, then the set's line."""
-    text = render.status_text(s.layer)
+def status_parts(s: SetAssessment) -> tuple[str, str]:
+    """`ple4patch status` as (details, verdict). One file: its details, then its state, notes
+    and next step. A set: the layer's details and state, one block per other file, then the
+    verdict: the set's line, its notes, the layer's next step and, when the set is mixed or
+    interrupted, the set's. Paths are whole; text for people shortens them."""
     if len(s.files) == 1 and s.journal is None and s.journal_problem is None:
-        return text
-    lines = [text]
+        return "\n".join(render.status_body(s.layer)), "\n".join(render.status_verdict(s.layer))
+    body = render.status_body(s.layer) + render.status_verdict(s.layer, next_step=False)
     for a in s.files[1:]:
         h = a.hashes()
-        lines += [
+        body += [
             f"file:    {a.target}",
             f"state:   {render.state_line(a)}",
             f"sha256:  current         {h['current'] or '-'}",
             f"         RECORD          {h['record'] or '-'}",
             f"         pinned pristine {h['pinned_pristine'] or '-'}",
             f"         pinned patched  {h['pinned_patched'] or '-'}",
-            f"backup:  {a.backup.value}" + (f" {a.backup_path.name} sha256 {a.backup_sha256}" if a.backup_sha256 else ""),
+            f"backup:  {a.backup.value}" + (f" {a.backup_path} sha256 {a.backup_sha256}" if a.backup_sha256 else ""),
         ]
-        lines += [f"note:    {n}" for n in a.notes]
-    lines.append(f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})")
-    lines += [f"note:    {n}" for n in s.notes]
+        body += [f"note:    {n}" for n in a.notes]
+    verdict = [f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})"]
+    verdict += [f"note:    {n}" for n in s.notes]
+    verdict += render.status_verdict(s.layer)[1 + len(s.layer.notes):]  # the layer's next step
     if s.journal is not None or s.state == "mixed":
-        lines.append(f"next:    ple4patch apply {s.engine.venv}  (or revert): either makes the whole set one state")
-    return "\n".join(lines)
+        verdict.append(f"next:    ple4patch apply {s.engine.venv}  (or revert): either makes the whole set one state")
+    return "\n".join(body), "\n".join(verdict)
+
+
+def status_text(s: SetAssessment) -> str:
+    """`ple4patch status` as printed (`status_parts`, details then verdict)."""
+    return "\n".join(status_parts(s))

@@ -15,7 +15,8 @@ from ..state import State
 
 
 def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = None) -> Result:
-    """Report the state; exit 0 when the target exists, 3 when no engine/target."""
+    """Report the state; exit 0 when the target exists, 3 when no engine/target. The Result's
+    `output` is the details, its `message` the verdict (state, notes, next step)."""
     try:
         engine = find_engine(venv)
     except EngineNotFound as err:
@@ -42,7 +43,9 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             return Result(
                 "status",
                 EXIT_ENGINE_NOT_FOUND,
-                render.status_text(s.layer) + f"\nerror:   {err}",
+                "\n".join(render.status_verdict(s.layer) + [f"error:   {err}"]),
                 {**set_report.report(s), "reason": "target_missing", "error": error_object(err)},
+                output="\n".join(render.status_body(s.layer)) + "\n",
             )
-    return Result("status", EXIT_OK, set_report.status_text(s), set_report.report(s))
+    body, verdict = set_report.status_parts(s)
+    return Result("status", EXIT_OK, verdict, set_report.report(s), output=body + "\n")

@@ -1,0 +1,69 @@
+"""`--json`'s `message` is the verdict, as the text output's last line(s), and `--verbose` names
+every path whole.
+
+For every target state x backup state, for the PLE layer alone and for a set of two files,
+`status`, `apply`, `verify` and `revert` run twice on the same venv state: with `--verbose`
+(paths and hashes whole, as in `--json`) and with `--json`. The text must end with the JSON
+`message` (an error: `ple4patch COMMAND: error: MESSAGE`), line breaks aside; `status`'s
+message is its verdict (state, notes, next step), not its details; `status --verbose` names the
+target, and the backup when there is one, by their whole paths.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import kit
+from hmatrix import CASE_IDS, CASES, POLICY_A, build, write_manifests
+from kit.fakepatch import PRISTINE_A
+from ple4patch.paths import POLICY_REL, TARGET_REL, backup_path
+
+COMMANDS = (("status",), ("apply",), ("verify",), ("revert",))
+
+
+@pytest.fixture(scope="module")
+def mans(tmp_path_factory):
+    return write_manifests(tmp_path_factory.mktemp("verdict"))
+
+
+@pytest.fixture(scope="session")
+def set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set",
+                        wheelhouse.engine_set(PRISTINE_A, POLICY_A, version="1.5.2"))
+
+
+def words(text: str) -> str:
+    return " ".join(" ".join(kit.logical_lines(text)).split())
+
+
+@pytest.mark.parametrize("files", ["layer", "set"])
+@pytest.mark.parametrize(("state", "backup"), CASES, ids=CASE_IDS)
+def test_json_message_is_the_texts_verdict(files, state, backup, htpl, set_tpl, hroot, cli_in, mans):
+    venv = kit.clone(htpl if files == "layer" else set_tpl, hroot / "v")
+    rels = (TARGET_REL,) if files == "layer" else (TARGET_REL, POLICY_REL)
+    build(state, backup, venv, rels)
+    man = mans[1] if state == "unpinned" else mans[0]
+    template = hroot / "state"
+    shutil.copytree(venv, template, symlinks=True)
+    for command in COMMANDS:
+        code, out, err = cli_in(*command, venv, "--verbose", manifests=man)
+        shutil.rmtree(venv)
+        shutil.copytree(template, venv, symlinks=True)
+        jcode, jout, _ = cli_in(*command, venv, "--json", manifests=man)
+        shutil.rmtree(venv)
+        shutil.copytree(template, venv, symlinks=True)
+        d = json.loads(jout)
+        assert (code, d["exit_code"]) == (jcode, jcode), (command, out, err)
+        text = out + err
+        said = d["message"] if err == "" else f"ple4patch {command[0]}: error: {d['message']}"
+        assert words(text).endswith(words(said)), f"{command}: {said!r} is not how\n{text}\nends"
+        if command == ("status",):
+            assert "sha256:" not in d["message"] and "engine:" not in d["message"], d["message"]
+            assert d["message"].startswith("set:" if files == "set" else "state:"), d["message"]
+            site = kit.site_packages(venv)
+            assert f"target: {site / TARGET_REL} " in words(out), out
+            for rel in rels:
+                assert (str(backup_path(site / rel)) in out.split()) == (backup != "absent"), out
