@@ -182,7 +182,8 @@ def make(root: Path, layout: str = "nvfp4_rowpacked", *, dtype: str | None = "au
 
 def main(argv: list[str] | None = None) -> None:
     """`python tests/ckpt_factory.py OUT [LAYOUT]`: a checkpoint shaped like the real model in
-    names and config (head_dim 160, 128 shards, PLE on layer 2), tiny in size (the README's example)."""
+    names and config (head_dim 160, 128 shards, PLE layer 2: ple_layer_ids [2], its tensors under
+    layers.1), tiny in size (the README's example)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python tests/ckpt_factory.py", description=main.__doc__.split("`: ", 1)[1])

@@ -124,7 +124,7 @@ def test_loadable_layouts(tmp_path: Path, meminfo, layout, global_scale, index, 
     assert report.memory["bytes_per_host"] == 4 * per_rank_rows * row_bytes
     assert report.memory["fp8_bytes_per_rank"] == per_rank_rows * 32
     assert report.memory["fits"] is True
-    want = "stock or the patched" if layout == "fp8" else "patched engine"
+    want = "stock or the patched" if layout == "fp8" else "once the engine is patched"
     assert want in report.verdict
 
 
@@ -277,6 +277,54 @@ def test_config_dtype_disagrees_with_tensors(tmp_path: Path, meminfo, config_dty
     assert [p.code for p in report.problems] == ["config_dtype"]
     assert report.problems[0].expected == f"text_config.ple_embedding_dtype = {want}"
     assert report.tables[0].layout == layout  # judged by the tensors, not the config
+
+
+@pytest.mark.parametrize("layout", ["nvfp4_split", "nvfp4_rowpacked", "fp8"])
+@pytest.mark.parametrize("text_config", [True, False], ids=["text_config", "top_level"])
+def test_a_missing_dtype_names_the_layout_and_what_to_add(tmp_path: Path, meminfo, layout, text_config) -> None:
+    """No ple_embedding_dtype: the message names the layout the tensors hold and the exact entry to
+    add to config.json; the value is the one the engine keys on (the patched loader reads NVIDIA's
+    split layout under "nvfp4_rowpacked": there is no "nvfp4_split" value). Adding it, as said,
+    makes the checkpoint load."""
+    cfg = cf.config(dtype=None, text_config=text_config)
+    root = cf.write(tmp_path / "c", cfg, cf.table_tensors(cfg, layout))
+    (problem,) = inspect(root, meminfo()).problems
+    want = cf.LAYOUT_DTYPE[layout]
+    where = "the text_config object" if text_config else "the top-level object"
+    line = problem.line()
+    assert f"the table is {ple_layout.LAYOUT_WORDS[layout]}" in line, line
+    assert line.endswith(f'add `"ple_embedding_dtype": "{want}"` to {where} of config.json'), line
+    assert "(expected" not in line  # said once, in the message
+    assert problem.expected == f"{'text_config.' if text_config else ''}ple_embedding_dtype = {want!r}"
+    written = json.loads((root / "config.json").read_text())
+    (written["text_config"] if text_config else written)["ple_embedding_dtype"] = want
+    (root / "config.json").write_text(json.dumps(written))
+    report = inspect(root, meminfo())
+    assert report.ok, [p.line() for p in report.problems]
+
+
+def test_the_layer_is_named_as_ple_layer_ids_names_it(tmp_path: Path) -> None:
+    """ple_layer_ids counts from 1, the tensor names from 0 (the engine's `(layer_idx + 1) in
+    ple_layer_ids`, ple4patch.ckpt.layout.ple_layer_id): the text says "PLE layer 2" for
+    ple_layer_ids [2], its tensors under layers.1; the JSON has both, `ple_layer_id` (as in
+    ple_layer_ids) and `layer` (0-based)."""
+    from click.testing import CliRunner
+
+    from ple4patch.cli import main
+
+    root = cf.make(tmp_path / "c", ple_layer_ids=[2, 5])
+    res = CliRunner().invoke(main, ["inspect", str(root)])
+    assert res.exit_code == EXIT_CHECKPOINT, res.output  # no table for PLE layer 5
+    assert "table       PLE layer 2: nvfp4_rowpacked, " in res.output
+    text = " ".join(res.output.split())
+    assert f"{cf.table_prefix(1)}.* (ple_layer_ids counts layers from 1, tensor names from 0)" in text
+    assert ("ple_layer_ids names PLE layer 5 but the checkpoint has no table for it (layers.4 in the "
+            "tensor names; ple_layer_ids counts from 1)") in text
+    d = json.loads(CliRunner().invoke(main, ["inspect", str(root), "--json"]).stdout)
+    assert d["config"]["ple_layer_ids"] == [2, 5]
+    assert [(t["ple_layer_id"], t["layer"]) for t in d["tables"]] == [(2, 1)]
+    assert [(t["ple_layer_id"], t["layer"]) for t in d["memory"]["per_table"]] == [(2, 1)]
+    assert d["tables"][0]["prefix"] == cf.table_prefix(1)
 
 
 def test_dtype_at_top_level_with_text_config(tmp_path: Path, meminfo) -> None:
@@ -557,8 +605,10 @@ def test_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
 
     res = runner.invoke(main, ["inspect", str(good), "--tp", "4"])
     assert res.exit_code == EXIT_OK, res.output
-    assert "nvfp4_rowpacked, 88 rows x 18 B, 5/5 shards" in res.output
-    assert res.output.rstrip().endswith("OK: will load with the patched engine (ple4patch apply VENV)")
+    assert "nvfp4_rowpacked, 88 rows x 18 B, 5/5 shards" in " ".join(res.output.split())
+    assert res.output.rstrip().endswith(
+        "OK: will load once the engine is patched (`ple4patch apply` on the engine's venv)")
+    assert "VENV" not in res.output  # no placeholder in what it says
 
     res = runner.invoke(main, ["inspect", str(bad)])
     assert res.exit_code == EXIT_CHECKPOINT

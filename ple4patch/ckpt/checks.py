@@ -25,6 +25,7 @@ from .layout import (
     LAYOUT_OTHER,
     LAYOUT_ROWPACKED,
     LAYOUT_SPLIT,
+    LAYOUT_WORDS,
     NVFP4_CODES_DTYPE,
     QUANT_SOURCE,
     SHARD_BLOCK_SCALE,
@@ -35,6 +36,7 @@ from .layout import (
     codes_width,
     rowpacked_width,
     scales_width,
+    ple_layer_id,
     weight_width,
 )
 from .problem import Problem
@@ -121,6 +123,17 @@ def check_config_dtype(t: Table) -> Findings:
             )
         )
     expected = f"{dtype_key} = {want_dtype!r}"
+    where = f"the {cfg.text_key} object" if cfg.text_key else "the top-level object"
+    entry = f'`"ple_embedding_dtype": "{want_dtype}"`'  # in backticks: kept on one line
+    # The value the engine keys on for this layout (LAYOUT_CONFIG_DTYPE): the patched loader
+    # (ple4patch/kernels/nvfp4_loader.py ple4_nvfp4_requested) accepts "nvfp4_rowpacked" alone,
+    # and reads split shards under it, repacking them while loading.
+    if layout == LAYOUT_FP8:
+        reads = f"which the engine reads when {dtype_key} is {want_dtype!r}"
+    else:
+        reads = f"which the patched engine reads only when {dtype_key} is {want_dtype!r}"
+    if layout == LAYOUT_SPLIT:
+        reads += " (there is no 'nvfp4_split' value: it repacks split shards under this one while loading)"
     if cfg.dtype is None or (cfg.dtype_source == QUANT_SOURCE and cfg.dtype != want_dtype):
         why = (
             f" (quantization_config lists the table as {cfg.dtype!r}, which the engine does not key on)"
@@ -129,15 +142,18 @@ def check_config_dtype(t: Table) -> Findings:
         )
         return _problems(
             Problem("config_dtype",
-                    f"does not set {dtype_key}, so the engine will not read the table as {layout}{why}",
-                    file=CONFIG_FILE, expected=expected)
+                    f"does not set {dtype_key}{why}: the table is {LAYOUT_WORDS[layout]}, {reads}; "
+                    f"add {entry} to {where} of config.json",
+                    file=CONFIG_FILE, expected=expected, says_expected=True)
         )
     if cfg.dtype != want_dtype:
         source = "" if cfg.dtype_source == dtype_key else f" (from {cfg.dtype_source})"
         return _problems(
             Problem("config_dtype",
-                    f"says {dtype_key} = {cfg.dtype!r}{source} but the tensors hold the {layout} layout",
-                    file=CONFIG_FILE, expected=expected)
+                    f"says {dtype_key} = {cfg.dtype!r}{source} but the table is {LAYOUT_WORDS[layout]}, "
+                    f"{reads}; set {entry} in {where} of config.json (or serve the checkpoint its value "
+                    f"names)",
+                    file=CONFIG_FILE, expected=expected, says_expected=True)
         )
     if cfg.dtype_source == QUANT_SOURCE:
         return Findings(warnings=[
@@ -150,13 +166,15 @@ def check_config_dtype(t: Table) -> Findings:
 
 
 def check_layer_listed(t: Table) -> Findings:
-    """The table's decoder layer is one ple_layer_ids names (1-based)."""
+    """The table's decoder layer is one ple_layer_ids names (1-based: `layout.ple_layer_id`)."""
     ids = t.config.get("ple_layer_ids")
-    if t.config.layer_ids is None or t.engine_rows is not None or (t.layer + 1) in t.config.layer_ids:
+    pid = ple_layer_id(t.layer)
+    if t.config.layer_ids is None or t.engine_rows is not None or pid in t.config.layer_ids:
         return Findings()
     return _problems(
-        Problem("layer", f"a PLE table for decoder layer {t.layer}, but ple_layer_ids {ids} "
-                f"(1-based) has no {t.layer + 1}: the engine has no module to load it into",
+        Problem("layer", f"a PLE table for PLE layer {pid} (layers.{t.layer} in the tensor names; "
+                f"ple_layer_ids counts from 1), but ple_layer_ids {ids} has no {pid}: the engine has no "
+                "module to load it into",
                 t.prefix, file=CONFIG_FILE)
     )
 

@@ -15,6 +15,18 @@ PLE_TENSOR_RE = re.compile(
     r"^(?P<prefix>(?:.*\.)?layers\.(?P<layer>\d+)\.ple\.ple_embedding\.ngram_embedding)"
     r"\.(?P<leaf>.+)$"
 )
+#: ``ple_layer_ids`` counts decoder layers from 1, the tensor names (``layers.<L>``) from 0: the
+#: engine gives decoder layer L a PLE module when ``L + 1`` is in ``ple_layer_ids``
+#: (1CatAI/1Cat-vLLM a3e37865, vllm/models/qwen4_exp/nvidia/model.py, Qwen4ExpDecoderLayer:
+#: ``if (self.layer_idx + 1) in ple_layer_ids``, layer_idx from the prefix ``layers.<L>``).
+PLE_LAYER_ID_BASE = 1
+
+
+def ple_layer_id(layer: int) -> int:
+    """The ``ple_layer_ids`` entry of the table under ``layers.<layer>`` (0-based) in the tensor names."""
+    return layer + PLE_LAYER_ID_BASE
+
+
 #: A checkpoint shard of the table: ``shard_<i>.weight`` / ``.weight_scale`` / ``.weight_scale_2``.
 SHARD_LEAF_RE = re.compile(r"^shard_(?P<index>\d+)\.(?P<kind>weight|weight_scale|weight_scale_2)$")
 
@@ -38,6 +50,12 @@ LAYOUT_CONFIG_DTYPE = {
     LAYOUT_ROWPACKED: "nvfp4_rowpacked",
     LAYOUT_SPLIT: "nvfp4_rowpacked",
     LAYOUT_FP8: "float8_e4m3fn",
+}
+#: Each layout in words, for messages.
+LAYOUT_WORDS = {
+    LAYOUT_ROWPACKED: "NVFP4 row-packed (nvfp4_rowpacked: codes and block scales side by side, one row)",
+    LAYOUT_SPLIT: "NVIDIA's NVFP4 split layout (nvfp4_split: codes and block scales in separate tensors)",
+    LAYOUT_FP8: "FP8 E4M3 (fp8)",
 }
 #: ModelOpt ``quantization_config.quantized_layers[...].quant_algo`` for the table, when the
 #: config has no ``ple_embedding_dtype`` (the stock engine resolves FP8 storage that way).

@@ -101,7 +101,7 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
         "vram_bytes_per_rank": sum(p.vram_bytes for _, p in placed),
         "page_bytes": PAGE_BYTES,
         "per_table": [
-            {"layer": t.layer, "rows_per_rank": p.rows, "row_bytes": p.row_bytes, "host_rows": p.host_rows,
+            {"layer": t.layer, "ple_layer_id": t.ple_layer_id, "rows_per_rank": p.rows, "row_bytes": p.row_bytes, "host_rows": p.host_rows,
              "vram_rows": p.vram_rows, "pinned_bytes": p.pinned_bytes, "vram_bytes": p.vram_bytes}
             for t, p in placed
         ],

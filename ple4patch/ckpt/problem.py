@@ -15,6 +15,7 @@ class Problem:
     tensor: str | None = None
     expected: str | None = None
     file: str | None = None
+    says_expected: bool = False  # the message itself says what is expected: line() does not repeat it
 
     def to_json(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in ("code", "tensor", "file", "message", "expected")}
@@ -22,6 +23,6 @@ class Problem:
     def line(self) -> str:
         where = self.tensor or self.file
         text = f"{where}: {self.message}" if where else self.message
-        if self.expected:
+        if self.expected and not self.says_expected:
             text += f" (expected {self.expected})"
         return text

@@ -50,7 +50,7 @@ class InspectReport:
             return f"OK: will load with the engine in {self.engine['venv']} ({self.engine['state']})"
         if layouts <= set(STOCK_ENGINE_READS):
             return "OK: will load with the stock or the patched engine"
-        return "OK: will load with the patched engine (ple4patch apply VENV)"
+        return "OK: will load once the engine is patched (`ple4patch apply` on the engine's venv)"
 
     def to_json(self) -> dict[str, Any]:
         cfg = self.ckpt.config
@@ -99,9 +99,9 @@ def _table_lines(t: TableReport) -> list[str]:
              "table+per_shard": f"{TABLE_GLOBAL_SCALE} + shard_<i>.{SHARD_GLOBAL_SCALE}"}.get(
         t.global_scale or "", "MISSING")
     return [
-        f"table       layer {t.layer}: {t.layout}, {t.rows:,} rows x {rb if rb else '?'} B, "
+        f"table       PLE layer {t.ple_layer_id}: {t.layout}, {t.rows:,} rows x {rb if rb else '?'} B, "
         f"{shards}, global scale {scale}, {gib(t.disk_bytes)} on disk",
-        f"            {t.prefix}.*",
+        f"            {t.prefix}.* (ple_layer_ids counts layers from 1, tensor names from 0)",
     ]
 
 

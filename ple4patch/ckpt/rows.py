@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .config import PleConfig
+from .layout import ple_layer_id
 
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 
@@ -64,9 +65,9 @@ def engine_table_rows(config: PleConfig, layer: int) -> int | None:
     divisor = config.number("make_ngram_vocab_size_divisible_by")
     if ids is None or ngram is None or heads is None or divisor is None or not config.rows_computable:
         return None
-    if layer + 1 not in ids:
+    if ple_layer_id(layer) not in ids:
         return None
-    dense = ids.index(layer + 1)
+    dense = ids.index(ple_layer_id(layer))
     n_heads = (ngram - 1) * heads
     if config.head_sizes is not None:
         total = sum(config.head_sizes)

@@ -31,6 +31,7 @@ from .layout import (
     TABLE_FP8_SCALE,
     TABLE_GLOBAL_SCALE,
     head_dim_from_width,
+    ple_layer_id,
     row_bytes,
 )
 from .rows import engine_table_rows, shard_rows
@@ -201,10 +202,16 @@ class TableReport:
     def row_bytes(self) -> int | None:
         return row_bytes(self.layout, self.head_dim, self.other_itemsize) if self.head_dim else None
 
+    @property
+    def ple_layer_id(self) -> int:
+        """The layer as config.json's ``ple_layer_ids`` names it (1-based; ``layer`` is 0-based)."""
+        return ple_layer_id(self.layer)
+
     def to_json(self) -> dict[str, Any]:
         out = {key: getattr(self, key) for key in ("layer", "prefix", "layout", "config_layout", "head_dim",
                                                     "head_dim_source", "row_bytes", "rows", "rows_source",
                                                     "checkpoint_rows")}
+        out["ple_layer_id"] = self.ple_layer_id
         out.update(split_ngram_parts=self.parts, shards_present=len(self.shards_present),
                    shards_missing=self.shards_missing, global_scale=self.global_scale,
                    disk_bytes=self.disk_bytes)

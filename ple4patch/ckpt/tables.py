@@ -5,7 +5,7 @@ from __future__ import annotations
 from .checks import run_checks
 from .files import Checkpoint
 from .header import TensorInfo
-from .layout import PLE_TENSOR_RE
+from .layout import PLE_LAYER_ID_BASE, PLE_TENSOR_RE
 from .problem import Problem
 from .table import TableReport, read_table, table_report
 
@@ -35,14 +35,15 @@ def check_tables(ckpt: Checkpoint) -> list[TableReport]:
 
 def missing_tables(ckpt: Checkpoint, tables: list[TableReport]) -> list[Problem]:
     """A problem for each PLE layer of the config that has no table, or when there is none at all."""
-    found = {t.layer for t in tables}
+    found = {t.ple_layer_id for t in tables}
     problems = []
-    for one_based in ckpt.config.layer_ids or ():
-        if one_based - 1 not in found:
+    for pid in ckpt.config.layer_ids or ():
+        if pid not in found:
+            layer = pid - PLE_LAYER_ID_BASE
             problems.append(
-                Problem("missing_table", f"ple_layer_ids names layer {one_based} (1-based) but "
-                        f"the checkpoint has no table for decoder layer {one_based - 1}",
-                        f"...layers.{one_based - 1}.ple.ple_embedding.ngram_embedding.shard_0.weight")
+                Problem("missing_table", f"ple_layer_ids names PLE layer {pid} but the checkpoint has no "
+                        f"table for it (layers.{layer} in the tensor names; ple_layer_ids counts from 1)",
+                        f"...layers.{layer}.ple.ple_embedding.ngram_embedding.shard_0.weight")
             )
     if not tables and not problems:
         problems.append(
