@@ -1,4 +1,4 @@
-# ple4patch: `make` (= `make demo`), `make test`, `make pin`.
+# ple4patch: `make` (= `make demo`), `make try`, `make test`, `make pin`.
 # Every target does its own set-up on a fresh machine: the venvs below are created
 # and filled on first use (torch 2.13.0 is the CPU build that lies on local disk).
 
@@ -14,11 +14,13 @@ TL_STAMP := $(TL_VENV)/.ple4patch-installed-triton-$(TL_TRITON)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test test-main test-triton-latest test-sigint-ignored pin venv clean bench bench-gather bench-tiers bench-load bench-tool
+.PHONY: demo try test test-main test-triton-latest test-sigint-ignored pin venv clean bench bench-gather bench-tiers bench-load bench-tool
 
 # Set-up says what it does, a line per step, and shows pip's own output and progress: the
-# first `make` takes a minute or two and is never silent.
+# first `make` takes a minute or two and is never silent. A step's line and its continuation
+# lines (MORE, indented) stay within 100 columns, as ple4patch's own text does.
 STEP = @printf '\n==> %s\n' 
+MORE = @printf '    %s\n' 
 PIP_INSTALL = -m pip install --progress-bar on
 
 $(PY):
@@ -26,9 +28,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): setup.cfg pyproject.toml | $(PY)
-	$(STEP)"set-up 2/4: torch 2.13.0 into $(VENV), the CPU build (the largest step: after 'Installing collected packages' pip unpacks torch, about a minute, without output)"
+	$(STEP)"set-up 2/4: torch 2.13.0 into $(VENV), the CPU build (the largest step)"
+	$(MORE)"after 'Installing collected packages' pip unpacks torch: about a minute without output"
 	$(PY) $(PIP_INSTALL) torch==2.13.0
-	$(STEP)"set-up 3/4: triton 3.6.0 into $(VENV) (the engine's Triton: the kernel tests run under its interpreter)"
+	$(STEP)"set-up 3/4: triton 3.6.0 into $(VENV), the engine's Triton"
+	$(MORE)"(the kernel tests run under its interpreter)"
 	$(PY) $(PIP_INSTALL) triton==3.6.0
 	$(STEP)"set-up 4/4: ple4patch itself into $(VENV), editable, with its kernels and test extras"
 	$(PY) $(PIP_INSTALL) -e '.[kernels,test]'
@@ -53,6 +57,13 @@ $(TL_STAMP): | $(TL_PY)
 demo: $(STAMP)
 	$(PY) tools/demo.py
 
+## try: a stand-in engine venv that stays ($(TRY_DIR)/engine) and a small checkpoint
+##      ($(TRY_DIR)/checkpoint), then the commands to paste to run ple4patch on them by hand
+TRY_DIR ?= .try
+try: $(STAMP)
+	$(STEP)"try: a stand-in engine to run ple4patch on by hand, in $(TRY_DIR) (kept)"
+	$(PY) tools/try_engine.py $(TRY_DIR)
+
 ## test: the whole suite (the engine's Triton 3.6), then the kernel compile
 ##       tests under the newest Triton. pytest's exit 5 (no tests) fails make; the
 ##       newest-Triton run also fails when its Python imports another Triton than
@@ -71,7 +82,8 @@ test-triton-latest: $(TL_STAMP)
 ##       The run stops unless pytest really ignores SIGINT, and fails if no test passed.
 test-sigint-ignored: $(STAMP)
 	trap '' INT; PLE4PATCH_EXPECT_SIGINT_IGNORED=1 PLE4PATCH_TESTS_MUST_RUN=1 \
-	  $(PY) -m pytest -q -ra -p no:cacheprovider -k 'ctrl_c or sigint' tests/test_launch.py tests/reliability
+	  $(PY) -m pytest -q -ra -p no:cacheprovider -k 'ctrl_c or sigint' \
+	  tests/test_launch.py tests/reliability
 
 ## pin: re-pin the manifests from the transform's output (after changing the injected code)
 pin: $(STAMP)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 from ple4patch.paths import TARGET_REL  # noqa: E402
 from tools import throwaway  # noqa: E402
 from tools.engine_files import STANDIN_DIR, TEST_MANIFEST, standin_file  # noqa: E402
+from tools.try_engine import on_path_note, ple4patch_command  # noqa: E402
 
 
 def show(cmd: list[str], env: dict, *, max_lines: int | None = None) -> int:
@@ -45,7 +46,7 @@ def main() -> int:
     if standin is None:
         print(f"no stand-in engine at {STANDIN_DIR}", file=sys.stderr)
         return 1
-    exe = shutil.which("ple4patch", path=str(Path(sys.executable).parent)) or "ple4patch"
+    exe = ple4patch_command()  # .venv/bin/ple4patch under make: the path that works from here
     work = Path(tempfile.mkdtemp(prefix="ple4patch-demo-"))
     try:
         wheel = throwaway.build_wheel(work / "wheels", {TARGET_REL: standin.read_bytes()},
@@ -64,11 +65,14 @@ def main() -> int:
             (["status", str(venv)], 0, None),
         ]
         for args, want, max_lines in steps:
-            rc = show([exe, *args], env, max_lines=max_lines)
+            rc = show([*exe.split(), *args], env, max_lines=max_lines)
             if rc != want:
                 print(f"demo: `ple4patch {' '.join(args)}` exited {rc}, expected {want}", file=sys.stderr)
                 return 1
         print("\ndemo: ok")
+        print(on_path_note(exe))
+        print(f"The demo's engine venv is removed now: `make try` keeps one, and prints the commands to run "
+              f"on it.")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
