@@ -170,7 +170,7 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
     journal, problem = read_journal(engine.site_packages)
     notes = []
     if journal is not None:
-        notes.append(f"an interrupted {journal.direction} left {journal.path.name}: the next "
+        notes.append(f"an interrupted {journal.direction} left {journal.path}: the next "
                      f"`ple4patch apply {engine.venv}` or `ple4patch revert {engine.venv}` finishes the "
                      f"whole set")
     if problem is not None:

@@ -210,12 +210,12 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     ):
         notes.append("the pristine file this patch was made from differs from the one RECORD lists")
     for p in set_aside_backups(target):
-        notes.append(f"a stale backup was set aside earlier: {p.name} (`ple4patch revert --clean "
+        notes.append(f"a stale backup was set aside earlier: {p} (`ple4patch revert --clean "
                      f"{engine.venv}` removes it)")
     for p in temp_leftovers(target):
         found = readfile.what_is(p)
         if found == "a regular file":
-            notes.append(f"a temp file from an interrupted run is left: {p.name} (the next apply/revert removes it)")
+            notes.append(f"a temp file from an interrupted run is left: {p} (the next apply/revert removes it)")
         else:
             notes.append(f"{p} is {found} under a temp-file name: ple4patch did not make it and leaves it alone")
     pins_problem = local_pins_problem(target)

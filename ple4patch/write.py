@@ -83,7 +83,7 @@ def no_stale_bytecode(a: Assessment) -> bool:
 
 
 def remove_temp_leftovers(target: Path) -> list[str]:
-    return [f"removed a temp file left by an interrupted run: {p.name}"
+    return [f"removed a temp file left by an interrupted run: {p}"
             for p in fsio.remove_temp_leftovers(temp_leftovers(target))]
 
 
@@ -115,10 +115,10 @@ def clean_set_aside(target: Path, clean: bool) -> list[str]:
     notes = []
     for p in set_aside_backups(target):
         if not _set_aside_by_us(p):
-            notes.append(f"{p.name} has a set-aside name but not the bytes ple4patch set aside under it: "
+            notes.append(f"{p} has a set-aside name but not the bytes ple4patch set aside under it: "
                          f"left alone (not removed by --clean)")
         elif fsio.remove(p):
-            notes.append(f"removed the set-aside backup {p.name} (--clean)")
+            notes.append(f"removed the set-aside backup {p} (--clean)")
     return notes
 
 
@@ -175,14 +175,14 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
         log.renamed(bak, aside)
         notes.append(
             f"the old backup was stale (a pristine file of another version, not made from this "
-            f"file); set aside as {aside.name}, it will never be restored "
+            f"file); set aside as {aside}, it will never be restored "
             f"(`ple4patch revert --clean {a.engine.venv}` removes it)"
         )
     if not plan.from_backup:
         if not lexists(bak):
             log.created(bak)
         if fsio.write_backup(bak, plan.source, like=a.target):
-            notes.append(f"backup written: {bak.name}")
+            notes.append(f"backup written: {bak}")
     pin = plan.pin
     if pin is None:
         pin = _record_local_pin(a, plan, log, notes)
@@ -190,7 +190,7 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
 
 
 def _replaced_notes(items: list[tuple[Assessment, Plan]], hardlinked: list[Path]) -> list[str]:
-    return [f"{'the target' if p == items[0][0].target else p.name} was hard-linked: it now has a new "
+    return [f"{'the target' if p == items[0][0].target else p} was hard-linked: it now has a new "
             f"inode, the other links keep the old bytes" for p in hardlinked]
 
 
@@ -241,7 +241,7 @@ def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
     for i, ((a, plan), file_notes, removed, pin) in enumerate(zip(items, per_file, removed_all, pins)):
         extra = notes if i == 0 else []
         if removed:
-            file_notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+            file_notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target}" if i else ""))
         out.append(Written(extra + file_notes, removed, pin))
     return out
 
@@ -292,7 +292,7 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
         except NotWritable as err:
             notes.append(f"could not remove a set-aside backup ({err})")
         if removed:
-            notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target.name}" if i else ""))
+            notes.append(f"removed {len(removed)} stale bytecode file(s)" + (f" of {a.target}" if i else ""))
         out.append(Written(notes, removed))
     fsio.fault("after-pycache")
     return out

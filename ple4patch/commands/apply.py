@@ -97,7 +97,7 @@ def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = Fal
     for f in s.files:
         if f.backup is not BackupState.PRESENT:
             msg += (
-                f"\nwarning: the backup of {f.target.name} is {f.backup.value}, so `revert` cannot "
+                f"\nwarning: the backup of {f.target} is {f.backup.value}, so `revert` cannot "
                 f"restore the pristine file ({f.corrupt_backup_first()}reinstall the engine: "
                 f"{reinstall_hint(f.engine)}, then `ple4patch apply {f.engine.venv}`)"
             )
@@ -117,7 +117,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         diff += render.unified_diff(a.current_bytes, p.output, rel_of(a.target))
     unpinned = [a for a, p in plans if p.pin is None]
     if unpinned:
-        names = "".join(f"\n  {rel_of(a.target)}" for a in unpinned)
+        names = "".join(f"\n  {a.target}" for a in unpinned)
         msg = (
             f"dry run: nothing written. NOT pinned: 1cat-vllm {e.version} as shipped:{names}\n"
             f"if the diff looks right, patch it with: ple4patch apply --allow-unknown {e.venv}"
@@ -143,9 +143,9 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
     for (a, p), w in zip(plans, written):
         assert w.pin is not None
         if p.from_backup:
-            lines.append(f"upgraded: {rel_of(a.target)} ({a.patch_id} -> {PATCH_ID})")
+            lines.append(f"upgraded: {a.target} ({a.patch_id} -> {PATCH_ID})")
         else:
-            lines.append(f"patched: {rel_of(a.target)} ({PATCH_ID}, sha256 {p.output_sha})")
+            lines.append(f"patched: {a.target} ({PATCH_ID}, sha256 {p.output_sha})")
     notes = tidied + [n for w in written for n in w.notes]
     layer = s.layer
     layer_plan = next(((a, p, w) for (a, p), w in zip(plans, written) if a is layer), None)

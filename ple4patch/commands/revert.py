@@ -56,7 +56,7 @@ def run(
         for a in s.files:
             notes += write.remove_temp_leftovers(a.target)
         if clean:
-            notes += [f"removed {p.name}, the backup of a file this engine version no longer has (--clean)"
+            notes += [f"removed {p}, the backup of a file this engine version no longer has (--clean)"
                       for p in s.orphans if fsio.remove(p)]
         if s.journal is not None or s.journal_problem is not None:
             what = f"an interrupted {s.journal.direction}" if s.journal is not None else "an unreadable journal"
@@ -97,7 +97,7 @@ def _restorable(a: Assessment, notes: list[str]) -> bool:
         and is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes,
                                  policy=rel_of(a.target) == POLICY_REL)
     ):
-        notes.append(f"no pin links the files; the transform confirmed {a.target.name} is the backup's patched output")
+        notes.append(f"no pin links the files; the transform confirmed {a.target} is the backup's patched output")
         return True
     return False
 
@@ -109,7 +109,7 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
     for a in s.files:
         if a not in restored:
             notes += _tidy_pristine(a, clean)
-    lines = [f"reverted: {rel_of(a.target)}: pristine again, backup removed" for a in restored]
+    lines = [f"reverted: {a.target}: pristine again, backup removed" for a in restored]
     after = assess_set(s.engine, manifest)
     data = {**set_report.report(s), "state_before": s.layer.state.value, "state": after.layer.state.value,
             "changed": True, "restored": True,
@@ -123,7 +123,7 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
 
 def _corrupt_note(a: Assessment) -> str:
     what = "sha256 " + a.backup_sha256[:12] if a.backup_sha256 else "not a readable regular file"
-    return (f"{a.backup_path.name} is not a backup ple4patch made of any known file (corrupt: {what}); "
+    return (f"{a.backup_path} is not a backup ple4patch made of any known file (corrupt: {what}); "
             f"ple4patch never removes, moves or restores it (--clean included): it may be yours")
 
 
@@ -131,16 +131,16 @@ def _tidy_pristine(a: Assessment, clean: bool) -> list[str]:
     notes = write.clean_stale_bytecode(a.target)
     if a.backup is BackupState.PRESENT:
         fsio.remove(a.backup_path)
-        notes.append(f"removed a leftover backup identical to the target ({a.backup_path.name})")
+        notes.append(f"removed a leftover backup identical to the target ({a.backup_path})")
     elif a.backup is BackupState.CORRUPT:  # not made by ple4patch from any known file: maybe yours
         notes.append(_corrupt_note(a))
     elif a.backup is BackupState.STALE:
         if clean:
             fsio.remove(a.backup_path)
-            notes.append(f"removed the {a.backup.value} backup {a.backup_path.name} (--clean)")
+            notes.append(f"removed the {a.backup.value} backup {a.backup_path} (--clean)")
         else:
             notes.append(
-                f"the backup {a.backup_path.name} is {a.backup.value}: it belongs to another engine "
+                f"the backup {a.backup_path} is {a.backup.value}: it belongs to another engine "
                 f"version or build (the engine was upgraded or reinstalled since apply) and is never "
                 f"written over this file; `ple4patch revert --clean {a.engine.venv}` removes it"
             )
@@ -151,7 +151,7 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
     """Pristine or as shipped: nothing to restore. Tidies leftovers when the venv is writable
     (`not_writable` is None); otherwise writes nothing and says so."""
     a = s.layer
-    msg = f"nothing to revert: {rel_of(a.target)} is {a.state.value}"
+    msg = f"nothing to revert: {a.target} is {a.state.value}"
     if len(s.files) > 1:
         states = " or ".join(dict.fromkeys(f.state.value for f in s.files))
         msg = f"nothing to revert: the {len(s.files)} files of the set are {states}"
@@ -159,12 +159,12 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
         notes.append(f"the venv is not writable ({not_writable}); nothing was needed, nothing written")
         for f in s.files:
             if f.backup is BackupState.PRESENT:
-                notes.append(f"a leftover backup identical to the target stays ({f.backup_path.name}; harmless)")
+                notes.append(f"a leftover backup identical to the target stays ({f.backup_path}; harmless)")
             elif f.backup is BackupState.CORRUPT:
                 notes.append(_corrupt_note(f))
             elif f.backup is BackupState.STALE:
                 notes.append(
-                    f"the backup {f.backup_path.name} is {f.backup.value}: it belongs to another engine "
+                    f"the backup {f.backup_path} is {f.backup.value}: it belongs to another engine "
                     f"version or build and is never written over this file; `ple4patch revert --clean "
                     f"{f.engine.venv}` removes it"
                 )

@@ -11,7 +11,6 @@ from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, VerifyFailed
 from ..fileset import assess_set
 from ..manifest import Manifest
-from ..paths import rel_of
 from ..result import Result
 from ..sentinel import PATCH_ID
 from ..state import BackupState, State
@@ -41,7 +40,7 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
     for a in s.files:
         if a.state is not State.PATCHED:
             raise VerifyFailed(
-                f"{a.target.name} is {a.state.value}, not patched" + _next(a)
+                f"{a.target} is {a.state.value}, not patched" + _next(a)
             )
         assert a.pin is not None
         if a.backup is not BackupState.PRESENT:
@@ -58,7 +57,7 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
                 f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
                 f"user who can write in {stale[0].parent} to remove it"
             )
-        lines.append(f"ok: {rel_of(a.target)} is exactly patched (sha256 {a.current_sha256})")
+        lines.append(f"ok: {a.target} is exactly patched (sha256 {a.current_sha256})")
         lines.append(f"    its backup restores the pristine file (sha256 {a.backup_sha256})")
     pinned = f"; file pinned as {s.layer.pin.label}" if s.layer.pin else ""
     lines.append(f"engine:  1cat-vllm {engine.version} in {engine.venv}, patch {PATCH_ID}{pinned}")

@@ -5,8 +5,9 @@ For every target state x backup state, for the PLE layer alone and for a set of 
 `status`, `apply`, `verify` and `revert` run twice on the same venv state: with `--verbose`
 (paths and hashes whole, as in `--json`) and with `--json`. The text must end with the JSON
 `message` (an error: `ple4patch COMMAND: error: MESSAGE`), line breaks aside; `status`'s
-message is its verdict (state, notes, next step), not its details; `status --verbose` names the
-target, and the backup when there is one, by their whole paths.
+message is its verdict (state, notes, next step), not its details; with `--verbose` every file
+of the set is named by its whole path (the `set:` line aside, which lists the set's members as
+`set.files` does), and `status --verbose` names the target, and the backup when there is one.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def test_json_message_is_the_texts_verdict(files, state, backup, htpl, set_tpl, 
         text = out + err
         said = d["message"] if err == "" else f"ple4patch {command[0]}: error: {d['message']}"
         assert words(text).endswith(words(said)), f"{command}: {said!r} is not how\n{text}\nends"
+        site = kit.site_packages(venv)
+        for line in kit.logical_lines(text):
+            if line.startswith("set:"):  # the set's member names, as set.files in --json
+                continue
+            for rel in rels:
+                bare = line.replace(f"{site}/{rel}", "")
+                assert rel not in bare, f"{command} --verbose names {rel} without its directory: {line}"
         if command == ("status",):
             assert "sha256:" not in d["message"] and "engine:" not in d["message"], d["message"]
             assert d["message"].startswith("set:" if files == "set" else "state:"), d["message"]
