@@ -237,7 +237,7 @@ def test_rules_function_is_plain_and_ordered():
     assert rules.ple4_policy_conflicts({"VLLM_PLE_CPU_OFFLOAD": "0", "--load-format": "safetensors"}) == []
     assert {r[0] for r in rules.PLE4_POLICY_RULES} == {
         "VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE",
-        "--kernel-config ple_disk_cascade", "--model", "--load-format", "--quantization"}
+        "VLLM_QWEN4EXP_PLE_DISK", "--kernel-config ple_disk_cascade", "--model", "--load-format", "--quantization"}
 
 
 # -- the real file (1CatAI/1Cat-vLLM 51c0f972) ------------------------------------------------------

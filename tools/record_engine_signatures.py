@@ -9,7 +9,9 @@ up at run time. Each is looked up in real 1Cat-vLLM sources:
 - a git directory of 1CatAI/1Cat-vLLM (``--git-dir``, commit ``--commit``; a mirror of the
   public repository), for the modules that exist there;
 - the real files stored in tests/data/engines (by the module path INDEX.md gives them);
-- ``MANUAL`` below, for the few helpers read from the public index as excerpts.
+- ``MANUAL`` below, for the few helpers read from the public index as excerpts, and for the
+  names only a fork's file imports, read from that fork's own repository in the public index
+  (at the file's commit where the index holds it, else at the commit named in ``source``).
 
 For a function it records the parameters (name, kind, has default); for a class, its own
 ``__init__`` (or that it defines none); for anything else the kind of binding. Names whose
@@ -82,6 +84,59 @@ MANUAL = {
         "source": "vllm-project/vllm@1a3108917e623445d7504c9aecfef3001b5ba287:vllm/models/qwen4_exp/common/ple.py "
         "(public index; PLEVocabParallelEmbedding(VocabParallelEmbedding) defines weight_loader(self, param, "
         "loaded_weight, checkpoint_start=None) and no __init__)",
+    },
+    # vllm-project/vllm's ple_layer.py at 020a97c7 imports it; that repository's modelopt.py (held
+    # at 00155cde, not at 020a97c7) has one more parameter than 1CatAI/1Cat-vLLM's at ae13773a.
+    ("vllm.model_executor.layers.quantization.modelopt", "ModelOptNvFp4Config"): {
+        "kind": "class",
+        "init": [
+            ["quant_method", "POSITIONAL_OR_KEYWORD", True],
+            ["is_checkpoint_nvfp4_serialized", "POSITIONAL_OR_KEYWORD", True],
+            ["kv_cache_quant_algo", "POSITIONAL_OR_KEYWORD", True],
+            ["exclude_modules", "POSITIONAL_OR_KEYWORD", True],
+            ["group_size", "POSITIONAL_OR_KEYWORD", True],
+            ["nvfp4_embed", "POSITIONAL_OR_KEYWORD", True],
+        ],
+        "source": "vllm-project/vllm@00155cdecca722d98e34234c3d172725b7720b7d:"
+        "vllm/model_executor/layers/quantization/modelopt.py (public index; not held at 020a97c7)",
+    },
+    # Qixiao02/1Cat-vLLM's ple_layer.py at 0aac941e: from .exact_pin import allocate_host_table.
+    ("vllm.models.qwen4_exp.nvidia.exact_pin", "allocate_host_table"): {
+        "kind": "function",
+        "params": [["shape", "POSITIONAL_OR_KEYWORD", False], ["dtype", "POSITIONAL_OR_KEYWORD", False]],
+        "source": "Qixiao02/1Cat-vLLM@34c1e6c92b146587353c232a948381063a8ee0d6:"
+        "vllm/models/qwen4_exp/nvidia/exact_pin.py (public index; not held at 0aac941e)",
+    },
+    # cookys/1Cat-vLLM's ple_layer.py at 1b5731f9: from ..common.ple_host_startup import ...
+    ("vllm.models.qwen4_exp.common.ple_host_startup", "PinStartupOptions"): {
+        "kind": "class",
+        "init": None,  # a frozen dataclass: no __init__ in the source
+        "source": "cookys/1Cat-vLLM@3e1030cd1c50a7b5fc2dff24088395328fe5adbe:"
+        "vllm/models/qwen4_exp/common/ple_host_startup.py (public index; not held at 1b5731f9)",
+    },
+    ("vllm.models.qwen4_exp.common.ple_host_startup", "pin_startup_guard"): {
+        "kind": "function",
+        "params": [["options", "POSITIONAL_OR_KEYWORD", False], ["model_path", "POSITIONAL_OR_KEYWORD", False]],
+        "source": "cookys/1Cat-vLLM@3e1030cd1c50a7b5fc2dff24088395328fe5adbe:"
+        "vllm/models/qwen4_exp/common/ple_host_startup.py (public index; not held at 1b5731f9)",
+    },
+    # areslp/1Cat-vLLM's ple_layer.py at 1af83d81: the execution policies and the SM70 fusions.
+    ("vllm.config.execution_policy", "layer_policy"): {
+        "kind": "function",
+        "params": [["cfg", "POSITIONAL_OR_KEYWORD", True]],
+        "source": "areslp/1Cat-vLLM@48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3:"
+        "vllm/config/execution_policy.py (public index; not held at 1af83d81)",
+    },
+    ("vllm.config.execution_policy", "ple_policy"): {
+        "kind": "function",
+        "params": [["cfg", "POSITIONAL_OR_KEYWORD", True]],
+        "source": "areslp/1Cat-vLLM@48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3:"
+        "vllm/config/execution_policy.py (public index; not held at 1af83d81)",
+    },
+    ("vllm.model_executor.layers", "sm70_fuse47"): {
+        "kind": "module",
+        "source": "areslp/1Cat-vLLM@1af83d8143de5286c13a60ecbdd3024f9f07fa42:"
+        "vllm/model_executor/layers/sm70_fuse47.py (public index)",
     },
     ("vllm.models.qwen4_exp.common.ple", "ple_cascade_configured"): {
         "kind": "function",

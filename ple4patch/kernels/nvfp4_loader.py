@@ -126,6 +126,14 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
     # reads KernelConfig.ple_disk_cascade_active), and its remedy is the kernel-config option.
     cascade = _ple4_engine_helper("ple_cascade_configured")
     if cascade is not None and cascade():
+        # Some releases turn the cascade on by a variable instead (Peuqui/1Cat-vLLM 138059c8,
+        # vllm/models/qwen4_exp/common/ple.py: ple_cascade_configured() returns
+        # bool(envs.VLLM_QWEN4EXP_PLE_DISK)); then the variable is what to change.
+        if _ple4_env_flag("VLLM_QWEN4EXP_PLE_DISK"):
+            raise RuntimeError(
+                f"{what} does not support the PLE disk cascade that VLLM_QWEN4EXP_PLE_DISK turns on: "
+                "unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)"
+            )
         raise RuntimeError(
             f"{what} does not support the PLE disk cascade the engine admitted at start-up: "
             "pass --kernel-config '{\"ple_disk_cascade\": false}' (or patch the engine's start-up "

@@ -59,6 +59,12 @@ PLE4_POLICY_RULES = (
         "unset VLLM_SM70_QWEN38_HYBRID_PLE (or set VLLM_SM70_QWEN38_HYBRID_PLE=0)",
     ),
     (
+        "VLLM_QWEN4EXP_PLE_DISK",
+        ("1", "true", "yes", "on"),
+        "the PLE disk cascade reads the rows beyond the GPU and host tiers from the checkpoint files",
+        "unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)",
+    ),
+    (
         "--kernel-config ple_disk_cascade",
         ("explicit-true",),
         "the disk cascade spills the PLE table to mapped checkpoint storage",

@@ -210,6 +210,22 @@ def _fp8_checkpoint(rows: int, dim: int, parts: int):
     return out
 
 
+def _fp8_quant_config(tag: str):
+    """The quantization config under which a release's stock path builds its FP8 PLE table.
+
+    The 1Cat-vLLM releases pick the FP8 method from ``ple_embedding_dtype`` alone (no quant
+    config). vllm-project/vllm's ple_layer.py at 020a97c7 (``_get_ple_embedding_quant_method``)
+    picks it only under an FP8-serialized Fp8Config, or under a ModelOptNvFp4Config that excludes
+    the PLE table when ``ple_embedding_dtype`` is float8_e4m3fn: the latter is how an NVIDIA
+    NVFP4 checkpoint with an FP8 PLE table is served there.
+    """
+    if tag == "fork-vllm-project-020a97c7":
+        from vllm.model_executor.layers.quantization.modelopt import ModelOptNvFp4Config
+
+        return ModelOptNvFp4Config("NVFP4", True, None, ["*ple_embedding.ngram_embedding"])
+    return None
+
+
 def _fp8_from_the_model_config(module) -> bool:
     # Most versions can store the PLE table as FP8 from the model config (ple_embedding_dtype, or
     # force_fp8_storage derived from it). D-G-Dimitrov/vllm 337d3f5d's
@@ -230,7 +246,7 @@ def test_fp8_path_of_a_patched_file_is_unchanged(request, engine, engine_dir):
     config = h.make_config(ple_embedding_dtype="float8_e4m3fn")
     models = []
     for module in (original, engine):
-        model = h.build(module, config)
+        model = h.build(module, config, quant_config=_fp8_quant_config(source[0]))
         weights = _fp8_checkpoint(model.ngram_embedding.org_vocab_size, G.head_dim, G.split_ngram_parts)
         loaded = model.load_weights(iter(weights + h.buffers_of(model)))
         models.append((model, loaded))

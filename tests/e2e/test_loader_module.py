@@ -92,5 +92,14 @@ def test_package_module_imports_against_the_standin_vllm(monkeypatch):
     # Engine helpers are looked up in the module's globals (the engine file once injected).
     assert loader._ple4_engine_helper("ple_cascade_configured") is None
     monkeypatch.setattr(loader, "ple_cascade_configured", lambda: True, raising=False)
-    with pytest.raises(RuntimeError, match="cascade"):
+    with pytest.raises(RuntimeError, match="cascade") as err:
         loader.ple4_nvfp4_check_modes(None)
+    assert "ple_disk_cascade" in str(err.value)  # the admitted cascade: the kernel-config option
+    # A release whose ple_cascade_configured() reads VLLM_QWEN4EXP_PLE_DISK (Peuqui/1Cat-vLLM
+    # 138059c8, vllm/models/qwen4_exp/common/ple.py): the line names the variable instead.
+    monkeypatch.setattr(loader.envs, "VLLM_QWEN4EXP_PLE_DISK", True, raising=False)
+    with pytest.raises(RuntimeError) as err:
+        loader.ple4_nvfp4_check_modes(None)
+    assert str(err.value) == (
+        "ple_embedding_dtype='nvfp4_rowpacked' does not support the PLE disk cascade that "
+        "VLLM_QWEN4EXP_PLE_DISK turns on: unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)")

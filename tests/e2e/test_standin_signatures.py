@@ -1,8 +1,9 @@
 """The stand-in `vllm` against the real signatures, and the stand-in behaviours the issue names.
 
 tests/data/engine_signatures.json (made by tools/record_engine_signatures.py from the real
-1Cat-vLLM sources: a mirror of 1CatAI/1Cat-vLLM at ae13773a and the real files stored in
-tests/data/engines) records every engine name the injected code and the real ple_layer.py files
+1Cat-vLLM sources: a mirror of 1CatAI/1Cat-vLLM at ae13773a, the real files stored in
+tests/data/engines and, for the names only a fork's file imports, that fork's modules as the
+public index holds them) records every engine name the injected code and the real ple_layer.py files
 that the e2e tests import (those the transform patches) import. Each stand-in function must take the same parameters (name, kind, whether it has
 a default) and each stand-in class with a recorded ``__init__`` the same constructor. Names
 without a recorded source are only required to exist in the stand-in.
@@ -37,7 +38,11 @@ ENTRIES = json.loads(RECORD.read_text(encoding="utf-8"))["names"]
 def _standin(module: str, name: str):
     h.standin_vllm()
     mod = importlib.import_module(module)
-    return getattr(mod, name) if name else mod
+    if not name:
+        return mod
+    if not hasattr(mod, name):  # a submodule imported by name (from vllm.x import submodule)
+        importlib.import_module(f"{module}.{name}")
+    return getattr(mod, name)
 
 
 def _params(func, drop_self: bool) -> list[list]:
@@ -192,3 +197,66 @@ def test_on_the_cuda_platform_a_cpu_lookup_is_refused(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "refused:" in proc.stdout and "CPU" in proc.stdout
+
+
+def test_execution_policy_is_the_one_resolved_with_the_config(monkeypatch):
+    """vllm/config/execution_policy.py of areslp/1Cat-vLLM @48b2e9a6: ``ple_policy()`` is the
+    current config's ``offload_config.ple``, resolved from the legacy variables when the config
+    was built (a later change of the variable does not reach it); without a config a standalone
+    policy is resolved on the spot; a field set typed keeps its value."""
+    h.standin_vllm()
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.config.execution_policy import PlePlacementPolicy, layer_policy, ple_policy
+
+    monkeypatch.setenv("VLLM_PLE_DISK_OFFLOAD", "1")
+    monkeypatch.delenv("VLLM_PLE_CPU_OFFLOAD", raising=False)
+    assert ple_policy().disk is True and ple_policy().cpu is False
+    config = VllmConfig()
+    monkeypatch.setenv("VLLM_PLE_DISK_OFFLOAD", "0")
+    with set_current_vllm_config(config):
+        assert ple_policy() is config.offload_config.ple and ple_policy().disk is True
+        assert layer_policy() is config.kernel_config.layer_execution
+    assert ple_policy().disk is False
+    typed = PlePlacementPolicy(cpu=True, sources={"cpu": "typed"})
+    typed.resolve()
+    assert typed.cpu is True and typed.disk is False
+
+
+def test_modelopt_exclusion_and_weight_attrs_as_in_the_engine():
+    """modelopt.py of vllm-project/vllm @00155cde (is_layer_excluded: exact, substring, wildcard)
+    and vllm/model_executor/utils.py @ae13773a (set_weight_attrs never overwrites)."""
+    h.standin_vllm()
+    from vllm.model_executor.layers.quantization.modelopt import ModelOptNvFp4Config
+    from vllm.model_executor.utils import set_weight_attrs
+
+    prefix = "model.layers.1.ple.ple_embedding.ngram_embedding"
+    assert not ModelOptNvFp4Config("NVFP4", True).is_layer_excluded(prefix)
+    for entry in (prefix, "ple_embedding", "*.ngram_embedding"):
+        assert ModelOptNvFp4Config("NVFP4", True, None, [entry]).is_layer_excluded(prefix), entry
+    assert not ModelOptNvFp4Config("NVFP4", True, None, ["lm_head"]).is_layer_excluded(prefix)
+    with pytest.raises(ValueError, match="Unsupported ModelOpt NVFP4 quant_algo"):
+        ModelOptNvFp4Config("FP8")
+    weight = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+    set_weight_attrs(weight, {"output_dim": 0})
+    set_weight_attrs(weight, None)
+    assert weight.output_dim == 0
+    with pytest.raises(AssertionError, match="Overwriting existing tensor attribute: output_dim"):
+        set_weight_attrs(weight, {"output_dim": 1})
+
+
+def test_pin_startup_options_refuse_bad_values(monkeypatch):
+    """ple_host_startup.py of cookys/1Cat-vLLM @3e1030cd: 0/1 switches, positive timeout."""
+    h.standin_vllm()
+    from vllm.models.qwen4_exp.common.ple_host_startup import PinStartupOptions
+
+    monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_SERIALIZE", "1")
+    monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_PAUSE_MS", "250")
+    options = PinStartupOptions.from_env()
+    assert options.serialize and not options.drop_cache and options.pause_s == 0.25
+    monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_DROP_CACHE", "yes")
+    with pytest.raises(ValueError, match="VLLM_QWEN4EXP_PLE_PIN_DROP_CACHE must be 0 or 1"):
+        PinStartupOptions.from_env()
+    monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_DROP_CACHE", "0")
+    monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_TIMEOUT_S", "0")
+    with pytest.raises(ValueError, match="timeout must be finite and positive"):
+        PinStartupOptions.from_env()

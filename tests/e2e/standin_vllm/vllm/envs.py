@@ -1,6 +1,8 @@
 """Stand-in vllm.envs: the variables read through the environment at access time.
 
-Mirrors vllm/envs.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91.
+Mirrors vllm/envs.py of 1CatAI/1Cat-vLLM at ae13773a0deebf583022613c4508e5072cedef91, plus
+``VLLM_PLE_DISK_RELEASE_PAGES`` (bool, default off), which Peuqui/1Cat-vLLM's ple_layer.py at
+03b8cb99d71042cad9841f6722332fb8ec0b6946 reads and that commit's vllm/envs.py declares.
 """
 
 import os
@@ -9,6 +11,7 @@ _BOOL = (
     "VLLM_PLE_CPU_OFFLOAD",
     "VLLM_PLE_DISK_OFFLOAD",
     "VLLM_SM70_QWEN38_HYBRID_PLE",
+    "VLLM_PLE_DISK_RELEASE_PAGES",
 )
 _INT = {"VLLM_PLE_DISK_OFFLOAD_NUM_THREADS": 0}
 _FLOAT_OR_NONE = (

@@ -8,11 +8,21 @@ there. The KernelConfig fields are those the PLE placement switches read:
 51c0f97201a70a644a80ac21d292a15eff0dc4e6, ``_qwen4exp_ple_cascade_requested``) and
 ``ple_pinned_decode_active`` (vllm/model_executor/kernels/ple/gguf_pinned.py,
 ``pinned_decode_active``).
+
+The execution-policy owners of areslp/1Cat-vLLM (a fork of 1CatAI/1Cat-vLLM; its ple_layer.py at
+1af83d8143de5286c13a60ecbdd3024f9f07fa42 reads ``ple_policy()`` and ``layer_policy()``, see
+execution_policy.py): ``KernelConfig.layer_execution`` (a ``LayerExecutionPolicy``, as in its
+vllm/config/kernel.py at 1af83d81) and ``offload_config.ple`` (a ``PlePlacementPolicy``). Each is
+resolved from the environment when the config is built, as the engine resolves a policy once
+and hands the resolved object to every later reader; the releases without policies never read
+these fields.
 """
 
 import contextlib
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+
+from vllm.config.execution_policy import LayerExecutionPolicy, PlePlacementPolicy, resolved
 
 
 @dataclass
@@ -45,6 +55,12 @@ class KernelConfig:
     ple_disk_release_pages: bool = False
     ple_disk_row_gather: bool = False
     ple_disk_row_readers: dict = field(default_factory=dict)
+    layer_execution: LayerExecutionPolicy = field(default_factory=lambda: resolved(LayerExecutionPolicy))
+
+
+@dataclass
+class OffloadConfig:
+    ple: PlePlacementPolicy = field(default_factory=lambda: resolved(PlePlacementPolicy))
 
 
 @dataclass
@@ -59,6 +75,7 @@ class VllmConfig:
         )
     )
     kernel_config: KernelConfig = field(default_factory=KernelConfig)
+    offload_config: OffloadConfig = field(default_factory=OffloadConfig)
 
 
 _current_vllm_config: VllmConfig | None = None
