@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 import traceback
 from typing import Callable
@@ -29,7 +30,7 @@ from typing import Callable
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, commands, render, terminal
+from . import __version__, columns, commands, render, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
 from .result import Result
 
@@ -56,9 +57,15 @@ verbose_option = click.option("-v", "--verbose", is_flag=True, help="Show hashes
 venv_argument = click.argument("venv", required=False, metavar="[VENV]", type=DirectoryPath())
 
 
+def _for_people(text: str, verbose: bool) -> str:
+    """Text for people: hashes short and files relative to site-packages unless --verbose (full
+    in --json), every line within 100 columns, a suggested command continued shell-style."""
+    return columns.for_people(text if verbose else render.short_hashes(text), verbose)
+
+
 def _text(result: Result, verbose: bool) -> str:
-    """The verdict for people: hashes short unless --verbose, lines fit 100 columns."""
-    return terminal.fit(result.message if verbose else render.short_hashes(result.message))
+    """The verdict for people (`_for_people`)."""
+    return _for_people(result.message, verbose)
 
 
 def _printable_streams() -> None:
@@ -84,12 +91,12 @@ def _emit(result: Result, as_json: bool, error_line: str | None = None, verbose:
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
         elif error_line is not None:
-            click.echo(error_line if verbose else render.short_hashes(error_line), err=True)
+            click.echo(_for_people(error_line, verbose), err=True)
         elif show is not None:
             show(result)
         else:
-            if result.output:
-                click.echo(result.output, nl=False)
+            if result.output:  # a report's body (selftest, inspect): text for people too
+                click.echo(columns.fit(result.output), nl=False)
             click.echo(_text(result, verbose))
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
@@ -115,9 +122,12 @@ def run_command(command: str, as_json: bool, thunk: Callable[[], Result], *, ver
     try:
         result = thunk()
     except KeyboardInterrupt:  # Ctrl-C: the writes are atomic and a half-done apply takes itself back
+        ctx = click.get_current_context(silent=True)
+        venv = ctx.params.get("venv") if ctx is not None else None
+        where = f" {shlex.quote(os.fsdecode(venv))}" if venv else ""
         msg = (
             f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
-            f"run `ple4patch status` to see which, and run `ple4patch {command}` again to finish"
+            f"run `ple4patch status{where}` to see which, and run `ple4patch {command}{where}` again to finish"
         )
         _emit(Result.stopped(command, EXIT_INTERRUPTED, "interrupted", msg), as_json, f"ple4patch {command}: {msg}")
     except Ple4Error as err:
@@ -264,8 +274,9 @@ def revert(venv: str | None, clean: bool, verbose: bool, as_json: bool) -> None:
 @main.command("inspect", short_help="Will a checkpoint load, and what will each rank pin?")
 @click.argument("checkpoint", metavar="CHECKPOINT_DIR", type=DirectoryPath())
 @click.argument("venv_arg", required=False, metavar="[VENV]", type=DirectoryPath())
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Tensor-parallel size: each rank pins 1/TP of the table's rows.")
+@click.option("--tp", type=click.IntRange(min=1), default=None,
+              help="Tensor-parallel size: each rank pins 1/TP of the table's rows (default: the "
+              "--tensor-parallel-size in --serve-args, else 1).")
 @click.option("--ranks-per-host", type=click.IntRange(min=1), default=None,
               help="TP ranks sharing this host's memory (default: all of them).")
 @click.option("--venv", "venv_opt", default=None, metavar="VENV", type=DirectoryPath(),
@@ -291,16 +302,16 @@ def inspect_(checkpoint: str, venv_arg: str | None, tp: int, ranks_per_host: int
     if venv_arg and venv_opt and os.path.abspath(venv_arg) != os.path.abspath(venv_opt):
         raise click.UsageError(f"two venvs given: {venv_arg} and --venv {venv_opt}; give one")
     venv = venv_arg or venv_opt
-    options = dict(tp=tp, ranks_per_host=ranks_per_host, scan=scan, host_budget_gib=host_budget_gib)
+    options = dict(ranks_per_host=ranks_per_host, scan=scan, host_budget_gib=host_budget_gib)
     if venv is None:
         if serve_args is not None:
             raise click.UsageError("--serve-args needs VENV (the engine's venv): the preflight checks them there")
         from .ckpt import inspect as ckpt_inspect
 
-        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, **options))
+        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, tp=tp or 1, **options))
     from . import preflight
 
-    run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, **options))
+    run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, tp=tp, **options))
 
 
 @main.command(short_help="Check the NVFP4 kernel bit for bit in the engine's Python.")

@@ -171,12 +171,14 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
     notes = []
     if journal is not None:
         notes.append(f"an interrupted {journal.direction} left {journal.path.name}: the next "
-                     f"`ple4patch apply` or `ple4patch revert` finishes the whole set")
+                     f"`ple4patch apply {engine.venv}` or `ple4patch revert {engine.venv}` finishes the "
+                     f"whole set")
     if problem is not None:
         notes.append(f"{problem}; the next apply/revert removes it (each file is assessed on its own)")
     for p in orphans:
         notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
-                     f"no longer has; it is never restored (`ple4patch revert --clean` removes it)")
+                     f"no longer has; it is never restored (`ple4patch revert --clean {engine.venv}` "
+                     f"removes it)")
     seen = set()
     for a in files:  # notes of the root of site-packages come once
         a.notes[:] = [n for n in a.notes if not (n in seen or seen.add(n))]

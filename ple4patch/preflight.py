@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -37,7 +36,8 @@ from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.memory import gib
-from .ckpt.report import TEXT_WIDTH, render_body
+from .ckpt.report import TEXT_WIDTH, body_lines
+from .columns import fit_lines
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
 from .fileset import assess_set
 from .kernels import nvfp4_policy as policy
@@ -73,6 +73,9 @@ class ServeOptions:
     settings: dict = field(default_factory=dict)  # names as in PLE4_POLICY_RULES
     cascade: bool | None = None  # --kernel-config ple_disk_cascade, when given
     tensor_parallel_size: int | None = None
+    tp_option: str | None = None  # how it was given: "--tensor-parallel-size 4", "-tp 4"
+    model: str | None = None  # the model: `vllm serve MODEL ...`'s first word, or --model
+    model_option: str | None = None
 
 
 def parse_serve_args(text: str | None) -> ServeOptions:
@@ -84,7 +87,10 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         words = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
-    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--kernel-config")
+    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--kernel-config",
+                   "--model")
+    if words and not words[0].startswith("-"):  # `vllm serve MODEL [options]`
+        out.model, out.model_option = words[0], words[0]
     i = 0
     while i < len(words):
         word, value = words[i], None
@@ -97,7 +103,9 @@ def parse_serve_args(text: str | None) -> ServeOptions:
             value, i = words[i], i + 1
         if value is None:
             continue
-        if word == "--load-format":
+        if word == "--model":
+            out.model, out.model_option = value, f"--model {value}"
+        elif word == "--load-format":
             out.settings["--load-format"] = value
         elif word in ("--quantization", "-q"):
             out.settings["--quantization"] = value
@@ -106,6 +114,7 @@ def parse_serve_args(text: str | None) -> ServeOptions:
                 out.tensor_parallel_size = int(value)
             except ValueError:
                 raise UsageError(f"--serve-args: {word} takes a number, got {value!r}") from None
+            out.tp_option = f"{word} {value}"
         elif word == "--kernel-config":
             try:
                 cfg = json.loads(value)
@@ -116,6 +125,29 @@ def parse_serve_args(text: str | None) -> ServeOptions:
                 if out.cascade:
                     out.settings[CASCADE_SETTING] = True
     return out
+
+
+def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int:
+    """The tensor-parallel size to judge: `--tp`, else --serve-args' --tensor-parallel-size (the
+    last one given, as the engine's parser takes it), else 1. An option of inspect that
+    --serve-args sets too must agree with it: `--tp` with --tensor-parallel-size, and
+    CHECKPOINT_DIR with the model when --serve-args names an existing directory (`vllm serve
+    DIR` or `--model DIR`; a Hugging Face repo id is not compared: its snapshot may be this
+    directory). A disagreement is a usage error naming both values and what to do."""
+    if tp is not None and serve.tensor_parallel_size is not None and tp != serve.tensor_parallel_size:
+        raise UsageError(
+            f"--tp {tp} disagrees with {serve.tp_option} in --serve-args: the engine would start "
+            f"{serve.tensor_parallel_size} ranks; give one of them, or the same number in both"
+        )
+    if serve.model is not None and os.path.isdir(serve.model):
+        if os.path.realpath(serve.model) != os.path.realpath(checkpoint):
+            raise UsageError(
+                f"CHECKPOINT_DIR {checkpoint} is not the model {serve.model_option} in --serve-args "
+                f"names: inspect the directory vllm serve will load, or drop the model from --serve-args"
+            )
+    if tp is not None:
+        return tp
+    return serve.tensor_parallel_size if serve.tensor_parallel_size is not None else 1
 
 
 def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
@@ -222,14 +254,14 @@ def run(
     *,
     serve_args: str | None = None,
     environ: Mapping[str, str] | None = None,
-    tp: int = 1,
+    tp: int | None = None,
     **inspect_options,
 ) -> Result:
-    """The preflight as a Result: exit 0 when `vllm serve` will start with this table, 10 when not."""
+    """The preflight as a Result: exit 0 when `vllm serve` will start with this table, 10 when
+    not. `tp` None: the --tensor-parallel-size of `serve_args`, else 1 (`reconcile`)."""
     environ = os.environ if environ is None else environ
     serve = parse_serve_args(serve_args)
-    if serve.tensor_parallel_size and tp == 1:
-        tp = serve.tensor_parallel_size
+    tp = reconcile(checkpoint, tp, serve)
     report = inspect_checkpoint(checkpoint, venv=venv, environ=environ, tp=tp, **inspect_options)
     files, file_states, s = file_findings(venv)
     settings = explicit_settings(environ, serve)
@@ -266,24 +298,19 @@ def run(
         "blockers": [f.to_json() for f in blockers],
     }
     return Result("inspect", EXIT_CHECKPOINT if blockers else EXIT_OK, verdict, data,
-                  output=render_body(report) + "\n" + preflight_text(findings) + "\n")
+                  output=fit_lines(body_lines(report) + preflight_lines(findings)) + "\n")
 
 
-def preflight_text(findings: list[Finding]) -> str:
+def preflight_lines(findings: list[Finding]) -> list[tuple[str, int]]:
     """The preflight's lines, after the checkpoint's: one per finding (`!` where it blocks, then
-    what to change), in columns as inspect's, wrapped at 100 columns."""
+    what to change), in columns as inspect's, each with the indent of its continuation lines."""
     lines = []
     last = None
     for f in findings:
         head = f"{f.area:<11} " if f.area != last else " " * 12
         last = f.area
         mark = "! " if f.blocks else ""
-        lines.append(_wrap(f"{head}{mark}{f.message}", 12 + len(mark)))
+        lines.append((f"{head}{mark}{f.message}", 12 + len(mark)))
         if f.blocks and f.change:
-            lines.append(_wrap(f"{'':14}change: {f.change}", 22))
-    return "\n".join(lines)
-
-
-def _wrap(line: str, indent: int) -> str:
-    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=" " * indent, break_long_words=False,
-                         break_on_hyphens=False) if len(line) > TEXT_WIDTH else line
+            lines.append((f"{'':14}change: {f.change}", 22))
+    return lines

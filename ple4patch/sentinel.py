@@ -24,3 +24,18 @@ def find_patch_id(text: str) -> str | None:
     """The patch id a target was patched with, or None for an unpatched file."""
     match = _SENTINEL_RE.search(text)
     return match.group(1) if match else None
+
+
+# Every block ple4patch injects opens and closes with these prefixes (transform/_common.py and
+# transform/policy.py spell out the whole lines).
+BLOCK_BEGIN_PREFIX = "# >>> ple4patch: "
+BLOCK_END_PREFIX = "# <<< ple4patch: "
+_BLOCK_RE = re.compile(
+    r"^" + re.escape(BLOCK_BEGIN_PREFIX) + r".*?^" + re.escape(BLOCK_END_PREFIX) + r"[^\n]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def strip_injected(text: str) -> str:
+    """`text` without the blocks ple4patch injected: what the engine release itself defines."""
+    return _BLOCK_RE.sub("", text)

@@ -210,7 +210,8 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     ):
         notes.append("the pristine file this patch was made from differs from the one RECORD lists")
     for p in set_aside_backups(target):
-        notes.append(f"a stale backup was set aside earlier: {p.name} (`revert --clean` removes it)")
+        notes.append(f"a stale backup was set aside earlier: {p.name} (`ple4patch revert --clean "
+                     f"{engine.venv}` removes it)")
     for p in temp_leftovers(target):
         found = readfile.what_is(p)
         if found == "a regular file":

@@ -9,16 +9,15 @@ paged only when stdout is a terminal and the text is longer than the screen.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
-import textwrap
 from typing import TextIO
 
+from .columns import WIDTH
+
 PAGER_ENV = "PLE4PATCH_PAGER"
-WIDTH = 100  # text lines fit this many columns
 
 _RESET = "\033[m"
 _DIFF_COLOURS = (  # (line prefix, SGR), the first match wins: git's defaults
@@ -28,27 +27,6 @@ _DIFF_COLOURS = (  # (line prefix, SGR), the first match wins: git's defaults
     ("+", "\033[32m"),
     ("-", "\033[31m"),
 )
-
-
-_WRAPS = re.compile(r"^((?:note|warning|engine):\s+)")
-_STEP = re.compile(r"ple4patch |reinstall|pip install|move \S+ away|`")
-
-
-def fit(text: str, width: int = WIDTH) -> str:
-    """`text` with every `note:`, `warning:` or `engine:` line longer than `width` wrapped under
-    its text; a word longer than a line (a path) stays whole. Other lines are left whole: a
-    one-line answer stays one line for scripts that read it, and a line that names a step to
-    take (a command, a reinstall) stays whole so that the step reads, and copies, as one line."""
-    out = []
-    for line in text.split("\n"):
-        m = _WRAPS.match(line)
-        if len(line) <= width or not m or _STEP.search(line):
-            out.append(line)
-            continue
-        indent = " " * len(m.group(1))
-        out.append(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
-                                 break_on_hyphens=False))
-    return "\n".join(out)
 
 
 def is_tty(stream: TextIO | None = None) -> bool:

@@ -176,7 +176,7 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
         notes.append(
             f"the old backup was stale (a pristine file of another version, not made from this "
             f"file); set aside as {aside.name}, it will never be restored "
-            f"(`ple4patch revert --clean` removes it)"
+            f"(`ple4patch revert --clean {a.engine.venv}` removes it)"
         )
     if not plan.from_backup:
         if not lexists(bak):

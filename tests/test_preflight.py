@@ -137,6 +137,41 @@ def test_serve_args_tensor_parallel_size_sets_the_ranks(ckpt, patched_set_venv, 
     assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
 
 
+@pytest.mark.parametrize("serve_args", ["--tensor-parallel-size 4", "-tp 4", "--tensor-parallel-size=4",
+                                        "-tp 2 --tensor-parallel-size 4"])
+def test_tp_and_serve_args_must_agree(ckpt, patched_set_venv, meminfo, serve_args):
+    """--tp 2 with the engine's own option at 4 (the last one given, as argparse takes it) is a
+    usage error naming both values; the same value in both is fine."""
+    with pytest.raises(UsageError) as info:
+        run(ckpt, patched_set_venv, meminfo, serve_args=serve_args, tp=2)
+    msg = str(info.value)
+    assert "--tp 2" in msg and "4 in --serve-args" in msg and "give one of them" in msg, msg
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=serve_args, tp=4)
+    assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
+
+
+def test_tp_conflict_is_exit_2_with_the_json_envelope(ckpt, patched_set_venv):
+    args = ["inspect", str(ckpt), str(patched_set_venv), "--tp", "2", "--serve-args", "--tensor-parallel-size 4"]
+    res = CliRunner().invoke(main, args + ["--json"])
+    assert res.exit_code == 2, res.output
+    d = kit.validate(json.loads(res.output))
+    assert d["ok"] is False and d["exit_code"] == 2 and d["error"]["kind"] == "usage"
+    assert "--tp 2" in d["message"] and "--tensor-parallel-size 4" in d["message"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and "--tp 2 disagrees with --tensor-parallel-size 4" in " ".join(res.output.split())
+
+
+def test_the_model_in_serve_args_must_be_the_checkpoint(ckpt, tmp_path, patched_set_venv, meminfo):
+    other = tmp_path / "another-model"
+    other.mkdir()
+    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}"):
+        with pytest.raises(UsageError, match="is not the model") as info:
+            run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
+        assert str(other) in str(info.value) and str(ckpt) in str(info.value)
+    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2"):
+        assert run(ckpt, patched_set_venv, meminfo, serve_args=serve_args).exit_code == EXIT_OK, serve_args
+
+
 def test_a_release_without_a_policy_file(ckpt, wheelhouse, engine_venv, pins_env, meminfo):
     venv = engine_venv(wheelhouse.engine(kit.standin_bytes(), version="1.5.1"))
     assert commands.apply.run(venv).exit_code == 0
@@ -189,3 +224,72 @@ def test_manifest_is_read_as_by_the_commands(set_pins):
     """The pins the fixtures rely on are the stand-in's two files."""
     man = m.load(set_pins[0], use_env=False)
     assert {p.target for p in man.pins.values()} >= {TARGET_REL, POLICY_REL}
+
+
+# -- the host budget as the installed release's patched loader applies it ----------------------------
+
+from ple4patch.ckpt.venv_engine import host_budget_rule  # noqa: E402
+from ple4patch.sentinel import strip_injected  # noqa: E402
+
+RULES_OF_SHARED = {  # ../shared/engines: what each release's ple_layer.py defines or imports
+    "1cat-vllm-main-036318a0": "fair_share",  # _ple_host_budget_bytes, cap_host_budget_bytes, ...
+    "1cat-vllm-main-15a8d185": "fair_share",  # ple_host_budget_bytes, cap_host_budget_bytes, ...
+    "1cat-vllm-fork-a223f046": "none",  # no host budget at all
+}
+
+
+def test_host_budget_rule_of_each_release():
+    assert host_budget_rule("from ..common.ple import ple_host_budget_bytes\n") == "configured"
+    assert host_budget_rule(
+        "from ..common.ple import (cap_host_budget_bytes, available_host_bytes, total_host_bytes,\n"
+        "    ple_host_budget_bytes, ple_host_reserve_bytes)\n") == "fair_share"
+    assert host_budget_rule("def forward(self): pass\n") == "none"
+    from ple4patch.transform import patch_source
+
+    rows = kit.shared_engines()
+    if not rows:
+        pytest.skip("../shared/engines is absent")
+    for row in rows:
+        text = row.path.read_text()
+        assert host_budget_rule(text) == RULES_OF_SHARED[row.folder], row.folder
+        # Judged on the release's own text: the injected loader names these helpers too.
+        assert host_budget_rule(strip_injected(patch_source(text))) == RULES_OF_SHARED[row.folder]
+
+
+@pytest.fixture
+def fair_share_venv(wheelhouse, engine_venv):
+    rows = {row.folder: row for row in kit.shared_engines()}
+    if "1cat-vllm-main-15a8d185" not in rows:
+        pytest.skip("../shared/engines is absent")
+    venv = engine_venv(wheelhouse.engine(rows["1cat-vllm-main-15a8d185"].path.read_bytes(), version="1.5.2"))
+    assert commands.apply.run(venv).exit_code == 0
+    return venv
+
+
+def test_without_a_budget_a_fair_share_release_puts_the_rest_in_vram(ckpt, fair_share_venv, meminfo):
+    """15a8d185's patched loader: no VLLM_QWEN4EXP_PLE_HOST_GIB -> each rank keeps
+    min(share, max(0, MemAvailable - MemTotal/4) // ranks) in host memory, the rest in VRAM: on a
+    host without room it still starts, with the rows in VRAM (a warning, not a blocker)."""
+    r = preflight.run(ckpt, fair_share_venv, environ={}, meminfo_path=meminfo(available_kib=32 * 2**10 + 1,
+                      total_kib=128 * 2**10), tp=2)
+    kit.validate(r.to_json())
+    mem = r.data["memory"]
+    fair = max(0, (32 * 2**20 + 2**10) - 128 * 2**20 // 4) // 2  # 512 B a rank, less than its share
+    assert mem["host_budget_source"].startswith("fair share") and mem["host_budget_bytes"] == fair
+    assert mem["vram_rows_per_rank"] > 0 and mem["fits"] is True
+    assert not [b for b in r.data["preflight"]["blockers"] if b["area"] == "memory"]
+    assert any("in VRAM" in w["message"] for w in r.data["warnings"]), r.data["warnings"]
+    # A budget the user sets is used as given, and then a host without room blocks.
+    r = preflight.run(ckpt, fair_share_venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "4"},
+                      meminfo_path=meminfo(available_kib=1), tp=2)
+    assert [b["area"] for b in r.data["preflight"]["blockers"]] == ["memory"]
+
+
+def test_a_release_without_a_host_budget_ignores_one(ckpt, wheelhouse, engine_venv, meminfo):
+    rows = {row.folder: row for row in kit.shared_engines()}
+    if "1cat-vllm-fork-a223f046" not in rows:
+        pytest.skip("../shared/engines is absent")
+    venv = engine_venv(wheelhouse.engine(rows["1cat-vllm-fork-a223f046"].path.read_bytes(), version="1.5.0"))
+    r = preflight.run(ckpt, venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "0"}, meminfo_path=meminfo(), tp=2)
+    assert r.data["memory"]["host_budget_bytes"] is None and r.data["memory"]["vram_rows_per_rank"] == 0
+    assert any("no PLE host budget" in w["message"] for w in r.data["warnings"])

@@ -93,7 +93,9 @@ def inspect_checkpoint(
     for t in tables:
         problems += t.problems
         warnings += t.warnings
-    memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source, environ)
+    rule = engine_info.get("host_budget_rule") if engine_info else None
+    memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source,
+                                                     environ, rule)
     problems += mem_problems + engine_problems
     warnings += mem_warnings + engine_warnings
 

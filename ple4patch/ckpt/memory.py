@@ -40,13 +40,31 @@ def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, in
 
 def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo_path: str,
                 budget: int | None = None, budget_source: str | None = None,
-                environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+                environ: Mapping[str, str] | None = None,
+                rule: str | None = None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
     """(the report's ``memory`` object, problems, warnings) for ``tp`` ranks, ``ranks_per_host`` here.
 
     ``budget``: the host budget per rank in bytes (None: none, the whole share in host memory).
+    ``rule``: how the engine's patched loader places the table (``venv_engine.host_budget_rule``;
+    None: not known, no engine given). With ``"fair_share"`` and no budget, each rank keeps its
+    fair share of host memory, min(share, max(0, MemAvailable - reserve) // ranks), and the
+    rest goes to VRAM, as the loader does; with ``"none"`` a budget is ignored, as the loader does.
     """
     problems: list[Problem] = []
     warnings: list[Problem] = []
+    info = read_meminfo(meminfo_path)
+    available, total = info.get("MemAvailable"), info.get("MemTotal")
+    if rule == "none" and budget is not None:
+        warnings.append(Problem(
+            "host_budget", f"this engine release has no PLE host budget: {budget_source} is ignored and "
+            "the whole share stays in host memory"))
+        budget, budget_source = None, None
+    derived = rule == "fair_share" and budget is None and available is not None and total is not None
+    if derived:
+        reserve = host_reserve(total, environ)
+        budget = host_share(available, reserve, ranks_per_host)
+        budget_source = (f"fair share: {gib(available)} available, {gib(reserve)} kept in reserve, "
+                         f"{ranks_per_host} rank(s)")
     share = fp8_share = rows_per_rank = 0
     placed: list[tuple[TableReport, Placement]] = []
     for t in tables:
@@ -59,8 +77,13 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
         placed.append((t, place_rows(rows, t.row_bytes, budget)))
     pinned = sum(p.pinned_bytes for _, p in placed)
     host = pinned * ranks_per_host
-    info = read_meminfo(meminfo_path)
-    available, total = info.get("MemAvailable"), info.get("MemTotal")
+    vram_rows = sum(p.vram_rows for _, p in placed)
+    if derived and vram_rows:
+        warnings.append(Problem(
+            "host_budget",
+            f"no host budget is set, so each rank keeps its {budget_source} ({gib(budget)}) of the table "
+            f"in host memory and puts {vram_rows:,} rows ({gib(sum(p.vram_bytes for _, p in placed))}) "
+            f"in VRAM: check that they fit beside the KV cache, or choose with {HOST_BUDGET_ENV}"))
     fits = None if available is None else host <= available
     memory = {
         "tp": tp,
@@ -109,7 +132,7 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
                 f"the host's {gib(total)} for the engine processes and checkpoint loading",
             )
         )
-    if budget and available is not None and total is not None:
+    if budget and not derived and available is not None and total is not None:
         reserve = host_reserve(total, environ)
         fair = host_share(available, reserve, ranks_per_host)
         if budget > fair:

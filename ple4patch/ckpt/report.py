@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..columns import WIDTH, fit_lines
 from ..errors import CheckpointProblem
 from .files import Checkpoint
 from .layout import LAYOUT_FP8, SHARD_GLOBAL_SCALE, STOCK_ENGINE_READS, TABLE_FP8_SCALE, TABLE_GLOBAL_SCALE
@@ -159,7 +159,12 @@ def _scan_line(s: ScanResult) -> str:
 
 
 def render_body(report: InspectReport) -> str:
-    """The text report without its verdict line."""
+    """The text report without its verdict line, within 100 columns."""
+    return fit_lines(body_lines(report))
+
+
+def body_lines(report: InspectReport) -> list[tuple[str, int]]:
+    """The text report's lines without its verdict, each with the indent of its continuation."""
     cfg = report.ckpt.config
     files = report.ckpt.files
     size = sum(f.size for f in files.values())
@@ -187,20 +192,16 @@ def render_body(report: InspectReport) -> str:
         lines += [f"  - {p.line()}" for p in report.problems[:MAX_TEXT_PROBLEMS]]
         if len(report.problems) > MAX_TEXT_PROBLEMS:
             lines.append(f"  ... and {len(report.problems) - MAX_TEXT_PROBLEMS} more (--json lists all)")
-    return "\n".join(fit(line) for line in lines)
+    return [(line, hang_of(line)) for line in lines]
 
 
-TEXT_WIDTH = 100  # text lines fit this many columns
+TEXT_WIDTH = WIDTH  # text lines fit this many columns
 
 
-def fit(line: str) -> str:
-    """A line of the report wrapped at TEXT_WIDTH columns, under its value's column (12) or its
-    list item's text; a path or a name longer than a line stays whole."""
-    if len(line) <= TEXT_WIDTH:
-        return line
-    indent = "    " if line.startswith("  - ") else " " * 12
-    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False)
+def hang_of(line: str) -> int:
+    """Where a report line's continuation lines start: under its list item's text (`  - `) or
+    under its value's column (12)."""
+    return 4 if line.startswith("  - ") else 12
 
 
 def render_text(report: InspectReport) -> str:

@@ -32,6 +32,41 @@ def _state(eng) -> tuple[str | None, str | None, str]:
         return ("patched" if patch_id else "unpatched"), patch_id, "sentinel"
 
 
+# The host-budget helpers the patched loader looks up in ple_layer.py's namespace
+# (ple4patch.kernels.nvfp4_loader._ple4_host_budget), by what the release defines or imports.
+_BUDGET_NAMES = ("ple_host_budget_bytes", "_ple_host_budget_bytes")
+_FAIR_SHARE_NAMES = (("cap_host_budget_bytes",), ("available_host_bytes",), ("total_host_bytes",),
+                     ("ple_host_reserve_bytes", "_ple_host_reserve_bytes"))
+
+
+def _target_rule(eng) -> str | None:
+    from ..readfile import read_regular
+
+    try:
+        from ..sentinel import strip_injected
+
+        return host_budget_rule(strip_injected(read_regular(eng.target).decode("utf-8", errors="replace")))
+    except (OSError, Ple4Error):
+        return None
+
+
+def host_budget_rule(text: str) -> str:
+    """How the patched loader places the table for this ``ple_layer.py``: ``"fair_share"`` (a
+    budget from VLLM_QWEN4EXP_PLE_HOST_GIB, else the rank's fair share of host memory: 036318a0,
+    15a8d185), ``"configured"`` (the variable only: Zyx-A 52fa42ff) or ``"none"`` (no host budget:
+    the whole share in host memory, a223f046)."""
+    import re
+
+    def has(name: str) -> bool:
+        return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+    if not any(has(n) for n in _BUDGET_NAMES):
+        return "none"
+    if all(any(has(n) for n in names) for names in _FAIR_SHARE_NAMES):
+        return "fair_share"
+    return "configured"
+
+
 def venv_engine(venv: str | os.PathLike[str],
                 tables: list[TableReport]) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
     """The venv's engine state and the layouts it reads. EngineNotFound propagates (exit 3)."""
@@ -71,5 +106,6 @@ def venv_engine(venv: str | os.PathLike[str],
         "state_from": how,
         "reads": reads,
         "can_read": can_read,
+        "host_budget_rule": _target_rule(eng),
     }
     return info, problems, warnings

@@ -19,6 +19,8 @@ This package imports nothing from the rest of ple4patch (its code runs inside th
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 __all__ = ["pack_rows", "dequant_reference", "gather", "full_code_space_table", "SUPPORTED_OUT_DTYPES", "CANONICAL_NAN_BITS"]
@@ -152,6 +154,8 @@ def gather(
     table: uint8 [R, dim//2 + dim//16], unit column stride: a CUDA tensor, a UVA view or a pinned
     CPU tensor (a plain CPU tensor under TRITON_INTERPRET=1). ids: int64 1-D; global_scale:
     float32 1-element tensor, both on the output device. Returns [len(ids), dim] of out_dtype.
+    Without a CUDA device and without TRITON_INTERPRET=1 (set before triton is imported) it
+    raises a RuntimeError that says so, before Triton would fail on its own.
 
     A table split in two tiers: ``device_table`` (uint8 [V, dim//2 + dim//16], on the ids'
     device, or on the CPU under TRITON_INTERPRET=1) holds rows 0..V-1 and ``table`` rows
@@ -186,12 +190,43 @@ def gather(
         raise ValueError("table: a CPU table must be pinned (page-locked) for the GPU to read it; use .pin_memory()")
     if device_table is not None and ids.device.type == "cuda" and device_table.device != ids.device:
         raise ValueError(f"device_table: expected device {ids.device} (the ids' device), got {device_table.device}")
+    _require_a_place_to_run(ids)
     from .nvfp4_gather import ple4_nvfp4_gather
 
     return ple4_nvfp4_gather(
         table, ids.contiguous(), global_scale.reshape(1).contiguous(), dim, out_dtype,
         device_table=device_table, launches=launches,
     )
+
+
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+def _require_a_place_to_run(ids: torch.Tensor) -> None:
+    """The kernel runs compiled on a CUDA device, or on the CPU under the Triton interpreter
+    (TRITON_INTERPRET=1 when Triton decorated it). Anything else gets an error saying which
+    and what to do, before Triton's own ("0 active drivers")."""
+    from . import nvfp4_gather
+
+    if type(nvfp4_gather._ple4_nvfp4_gather_kernel).__name__ == "InterpretedFunction":
+        return
+    if torch.cuda.is_available() and ids.device.type == "cuda":
+        return
+    cpu = (
+        f"to run it on the CPU, set {INTERPRET_ENV}=1 before triton is imported (in the shell: "
+        f"`{INTERPRET_ENV}=1 python your_script.py`), and the Triton interpreter runs it"
+    )
+    if os.environ.get(INTERPRET_ENV, "") not in ("", "0"):
+        cpu = (
+            f"{INTERPRET_ENV} is set, but only after triton compiled the kernel for a GPU (triton or "
+            f"ple4patch.kernels.nvfp4_gather was imported before it was set): set {INTERPRET_ENV}=1 "
+            f"before triton is imported (in the shell: `{INTERPRET_ENV}=1 python your_script.py`)"
+        )
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"gather: no CUDA device was found (torch.cuda.is_available() is False) and the "
+                           f"Triton kernel is compiled for one; {cpu}")
+    raise ValueError(f"ids: expected a CUDA tensor (the kernel runs on the GPU), got device {ids.device}; "
+                     f"move ids and global_scale to the GPU (device=\"cuda\"), or {cpu}")
 
 
 def _check_rows_stride(name: str, t: torch.Tensor) -> None:

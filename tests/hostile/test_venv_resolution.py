@@ -21,7 +21,7 @@ from ple4patch.errors import EXIT_ENGINE_NOT_FOUND, EXIT_OK, EXIT_USAGE, EngineN
 def test_empty_venv_is_a_usage_error(command, cli_in, hroot, monkeypatch):
     monkeypatch.chdir(hroot)  # never the current directory
     code, out, err = cli_in(command, "")
-    assert code == EXIT_USAGE and err.count("\n") == 1 and "VENV is empty" in err, (out, err)
+    assert code == EXIT_USAGE and "VENV is empty" in kit.one_message(err, f"ple4patch {command}: error: "), (out, err)
     code, out, _ = cli_in(command, "", "--json")
     assert code == EXIT_USAGE and '"kind": "usage"' in out
     with pytest.raises(UsageError):

@@ -46,13 +46,18 @@ from tools.throwaway import (  # noqa: E402
 
 from .cli import (  # noqa: E402
     env_with,
+    error_message,
     fake_cli,
     fake_cmd,
     json_of,
-    one_line_error,
+    logical_lines,
+    mentions,
+    names_of,
+    one_message,
     popen_for_ctrl_c,
     run_cli,
     run_real,
+    shell_lines,
 )
 from .schema import schema_errors, validate  # noqa: E402
 from .pins import extra_manifests, fake_manifest_file, standin_manifest, standin_set_manifests  # noqa: E402

@@ -7,8 +7,13 @@
   (tests/reliability/fake_transform_cli.py), for tests that run ple4patch hundreds of times.
 - `popen_for_ctrl_c(cmd, env=)`: a child to send SIGINT to, with SIGINT's default restored
   in it however the suite was launched.
-- `json_of(proc)`, `one_line_error(proc, command)`: what a run printed, checked (JSON against
-  the shipped schema, `kit.schema`).
+- `json_of(proc)`, `error_message(proc, command)`, `one_message(text, prefix)`: what a run
+  printed, checked (JSON against the shipped schema, `kit.schema`; a text error is one message,
+  wrapped at 100 columns).
+- `shell_lines(text)`, `logical_lines(text)`: text for people as a shell reads it (` \\`
+  continuations joined) and as it was written before wrapping (continuation lines joined too);
+  `names_of(path, venv)`: the ways text names a path (whole, or relative to site-packages),
+  `mentions(text, path, venv)`: whether a text names it so.
 """
 
 from __future__ import annotations
@@ -90,10 +95,61 @@ def json_of(proc: subprocess.CompletedProcess) -> dict:
     return validate(data)
 
 
-def one_line_error(proc: subprocess.CompletedProcess, command: str) -> str:
-    """The text-mode error: exactly one line on stderr, nothing on stdout."""
-    err = proc.stderr
-    assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
-    assert err.startswith(f"ple4patch {command}: error: "), err
+def shell_lines(text: str) -> list[str]:
+    """The lines of `text` as a shell reads them: a line ending in ` \\` goes on on the next."""
+    out: list[str] = []
+    joining = False
+    for line in text.splitlines():
+        if joining:
+            out[-1] = out[-1][:-2] + " " + line.strip()
+        else:
+            out.append(line)
+        joining = out[-1].endswith(" \\")
+    return out
+
+
+def logical_lines(text: str) -> list[str]:
+    """The lines of `text` as written before it was wrapped at 100 columns: shell continuations
+    joined, and every indented line joined to the line before it (its continuation)."""
+    out: list[str] = []
+    for line in shell_lines(text):
+        if out and line.startswith(" "):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
+def one_message(text: str, prefix: str = "") -> str:
+    """`text` is one message starting with `prefix` (its first line, and any further line its
+    indented continuation): that message as one line."""
+    assert text.endswith("\n"), f"no newline at the end: {text!r}"
+    lines = logical_lines(text)
+    assert len(lines) == 1, f"not one message: {text!r}"
+    assert lines[0].startswith(prefix), text
+    return lines[0]
+
+
+def error_message(proc: subprocess.CompletedProcess, command: str) -> str:
+    """The text-mode error: one message on stderr (`ple4patch COMMAND: error: ...`, wrapped at
+    100 columns), nothing on stdout; returned as one line."""
     assert proc.stdout == "", proc.stdout
-    return err.strip()
+    return one_message(proc.stderr, f"ple4patch {command}: error: ")
+
+
+def names_of(path: Path, venv: Path) -> set[str]:
+    """How text for people may name `path`: whole, or relative to the venv's site-packages."""
+    from tools.throwaway import site_packages
+
+    names = {str(path)}
+    site = site_packages(Path(venv))
+    if Path(path).is_relative_to(site) and Path(path) != site:
+        names.add(Path(path).relative_to(site).as_posix())
+    return names
+
+
+def mentions(text: str, path: Path, venv: Path) -> bool:
+    """Whether text for people names `path` (whole, or relative to site-packages), its wrapped
+    lines joined."""
+    joined = "\n".join(logical_lines(text))
+    return any(n in joined for n in names_of(path, venv))

@@ -22,7 +22,7 @@ import pytest
 
 import kit
 from kit.fakepatch import PRISTINE_A, PRISTINE_B, fake_manifest, fake_patch
-from ple4patch import bytecode, cli, commands, fsio, paths, plan, render
+from ple4patch import bytecode, cli, columns, commands, fsio, paths, plan, render
 from ple4patch import manifest as m
 from ple4patch.errors import (
     EXIT_ENGINE_NOT_FOUND,
@@ -49,12 +49,13 @@ def refused(command, venv_arg, env, code, *words, venv=None, extra=()):
     before = kit.tree_hash(venv) if venv is not None else None
     proc = kit.fake_cli(command, venv_arg, *extra, env=env)
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    line = kit.one_line_error(proc, command)
+    line = kit.error_message(proc, command)
     for w in words:
         assert w in line, (w, line)
     d = kit.json_of(kit.fake_cli(command, venv_arg, *extra, "--json", env=env))
     assert d["exit_code"] == code and d["ok"] is False
-    assert render.short_hashes(d["error"]["message"]) in line  # text shows hashes short, --json whole
+    # text shows hashes short and files relative to site-packages, --json shows them whole
+    assert columns.relative_to_site(render.short_hashes(d["error"]["message"])) in line
     if venv is not None:
         assert kit.tree_hash(venv) == before, "a refused command changed the venv"
     return line
@@ -306,7 +307,7 @@ def test_not_writable_simulated(fault, command, venv, fake_man, monkeypatch, cap
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, command, venv)
     monkeypatch.setattr(fsio, "os", os)
     assert code == EXIT_NOT_WRITABLE, err
-    assert out == "" and err.count("\n") == 1 and err.startswith(f"ple4patch {command}: error: cannot ")
+    assert out == "" and kit.one_message(err, f"ple4patch {command}: error: cannot ")
     assert hint in err
     assert kit.temps(target) == []
     assert target.read_bytes() == (PRISTINE_A if command == "apply" else PATCHED_A)
@@ -354,7 +355,7 @@ def test_disk_full_apply(nth, venv, fake_man, monkeypatch, capsys):
     DiskFull(nth).install(monkeypatch)
     code, out, err = run_cli_inprocess(monkeypatch, capsys, fake_man, "apply", venv)
     monkeypatch.setattr(fsio, "os", os)
-    assert code == EXIT_NOT_WRITABLE and "free some disk space" in err and err.count("\n") == 1
+    assert code == EXIT_NOT_WRITABLE and "free some disk space" in kit.one_message(err, "ple4patch apply: error: ")
     assert target.read_bytes() == PRISTINE_A and kit.temps(target) == []
     assert kit.tree_hash(venv) == before, "a failed apply left something behind"
     assert commands.apply.run(venv, manifest=MAN, patch_source=fake_patch).data["changed"]  # space is back
@@ -406,7 +407,7 @@ def test_failed_allow_unknown_apply_leaves_the_venv_as_it_was(failure, earlier, 
         monkeypatch.setattr(fsio, "os", fault)
     code, out, err = run_cli_inprocess(monkeypatch, capsys, b_only_man, "apply", venv, "--allow-unknown")
     monkeypatch.setattr(fsio, "os", os)
-    assert code == EXIT_NOT_WRITABLE and err.count("\n") == 1, err
+    assert code == EXIT_NOT_WRITABLE and kit.one_message(err, "ple4patch apply: error: "), err
     assert target.read_bytes() == PRISTINE_A
     assert kit.sha(paths.local_pins_path(target)) == pins_before, "the local pin of a failed run stayed"
     assert backup_path(target).exists() == earlier and list(site.rglob("*.stale-*")) == []
@@ -622,8 +623,9 @@ def test_ctrl_c(command, point, landed, venv, env):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_INTERRUPTED, err
-    assert out == "" and err.count("\n") == 1
-    assert err.startswith(f"ple4patch {command}: interrupted (Ctrl-C)") and "ple4patch status" in err
+    msg = kit.one_message(err, f"ple4patch {command}: interrupted (Ctrl-C)")
+    # The commands it suggests name this venv (as printed they run on it, not on $VIRTUAL_ENV).
+    assert out == "" and f"ple4patch status {venv}`" in msg and f"ple4patch {command} {venv}`" in msg, msg
     assert kit.temps(target) == []
     if landed:
         assert target.read_bytes() == (PATCHED_A if command == "apply" else PRISTINE_A)

@@ -1,0 +1,94 @@
+"""Every text line fits 100 columns, in a venv whose path is as long as a user's.
+
+Every command (status, status --verbose, apply, apply --dry-run, apply --dry-run --stat,
+verify, revert, revert --clean, inspect CHECKPOINT_DIR VENV) runs in every target state x backup
+state, for the PLE layer alone and for a set of two files (the layer and the start-up policy
+file, both in that state), in a venv at a 72-character path (`hmatrix.long_venv_path`); and
+once in that venv without an engine (the not-installed lines) and for selftest. Every line of
+stdout and stderr is at most 100 columns, except a line that holds one word alone (a path
+longer than a line, possibly ending in a shell continuation ` \\`): the README's one exception.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import kit
+from hmatrix import CASE_IDS, CASES, POLICY_A, build, long_venv_path, write_manifests
+from kit.fakepatch import PRISTINE_A
+from ple4patch.columns import CONTINUATION, WIDTH
+from ple4patch.paths import POLICY_REL, TARGET_REL
+
+ckpt_factory = pytest.importorskip("ckpt_factory")
+
+COMMANDS = (("status",), ("status", "--verbose"), ("apply",), ("apply", "--dry-run"),
+            ("apply", "--dry-run", "--stat"), ("verify",), ("revert",), ("revert", "--clean"), ("inspect",))
+
+
+def too_wide(text: str) -> list[str]:
+    """The lines of `text` wider than WIDTH that are not one word standing alone."""
+    return [line for line in text.splitlines()
+            if len(line) > WIDTH and " " in line.strip().removesuffix(CONTINUATION)]
+
+
+def test_too_wide_knows_the_exception():
+    assert too_wide("x" * 100 + "\n  " + "/p" * 60 + "\n    " + "/p" * 60 + CONTINUATION) == []
+    assert too_wide("a " + "x" * 99) == ["a " + "x" * 99]
+
+
+@pytest.fixture(scope="module")
+def mans(tmp_path_factory):
+    return write_manifests(tmp_path_factory.mktemp("width"))
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return ckpt_factory.make(tmp_path_factory.mktemp("width-ckpt") / "Qwen3.8-Flash-Next-NVFP4", "nvfp4_rowpacked")
+
+
+@pytest.fixture(scope="session")
+def set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set",
+                        wheelhouse.engine_set(PRISTINE_A, POLICY_A, version="1.5.2"))
+
+
+def _run_all(venv, cli_in, man, ckpt, commands=COMMANDS) -> list[str]:
+    """Every command once, each on a fresh copy of `venv`: what was too wide, with the command."""
+    template = venv.parent / (venv.name + "-state")
+    shutil.copytree(venv, template, symlinks=True)
+    wide = []
+    for command in commands:
+        args = (command[0], ckpt, venv, *command[1:]) if command[0] == "inspect" else (*command, venv)
+        code, out, err = cli_in(*args, manifests=man)
+        assert code != 1, (command, out, err)
+        wide += [f"{' '.join(command)}: {len(line)} columns: {line}" for line in too_wide(out + err)]
+        shutil.rmtree(venv)
+        shutil.copytree(template, venv, symlinks=True)
+    shutil.rmtree(template)
+    return wide
+
+
+@pytest.mark.parametrize("files", ["layer", "set"])
+@pytest.mark.parametrize(("state", "backup"), CASES, ids=CASE_IDS)
+def test_every_line_fits_100_columns(files, state, backup, htpl, set_tpl, hroot, cli_in, mans, ckpt):
+    venv = kit.clone(htpl if files == "layer" else set_tpl, long_venv_path(hroot))
+    assert len(str(venv)) == 72
+    pinned, only_b = mans
+    build(state, backup, venv, (TARGET_REL,) if files == "layer" else (TARGET_REL, POLICY_REL))
+    wide = _run_all(venv, cli_in, only_b if state == "unpinned" else pinned, ckpt)
+    assert wide == [], "\n".join(wide)
+
+
+def test_a_mixed_set_fits_100_columns(set_tpl, hroot, cli_in, mans, ckpt):
+    venv = kit.clone(set_tpl, long_venv_path(hroot))
+    build("patched", "present", venv, (TARGET_REL,))
+    assert _run_all(venv, cli_in, mans[0], ckpt) == []
+
+
+def test_no_engine_and_selftest_fit_100_columns(hroot, cli_in, mans, ckpt):
+    venv = long_venv_path(hroot)
+    kit.make_venv(venv)  # a venv without 1cat-vllm
+    wide = _run_all(venv, cli_in, mans[0], ckpt, COMMANDS + (("selftest",),))
+    assert wide == [], "\n".join(wide)
