@@ -2,7 +2,9 @@
 
 - The earlier shape (no dispatch: one plain ``self.ngram_embedding = VocabParallelEmbedding(...)``)
   goes through NgramEmbeddingWrap: golden tests/fixtures/transform/mini_plain.before.py ->
-  wrap.after.py (PLE4_REGEN_GOLDEN=1 rewrites it) and every anchor.
+  wrap.after.py (PLE4_REGEN_GOLDEN=1 rewrites it) and every anchor. The same with the row-shard
+  subclass ``PLEVocabParallelEmbedding`` of ``..common.ple``: mini_plain_subclass.before.py ->
+  wrap_subclass.after.py, and where that name must come from.
 - A version that cannot host the loader is refused with what it lacks first (facilities.diagnose):
   built without an engine module the injected loader needs, its n-gram embedding imported from
   another module, or an NVFP4 table of its own. Golden tests: tests/fixtures/transform/
@@ -39,6 +41,7 @@ from ple4patch.transform.wrap import NgramEmbeddingWrap
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transform"
 PLAIN = (FIXTURES / "mini_plain.before.py").read_text(encoding="utf-8")
+SUBCLASS = (FIXTURES / "mini_plain_subclass.before.py").read_text(encoding="utf-8")
 MINI = (FIXTURES / "mini.before.py").read_text(encoding="utf-8")
 WRAP = "Qwen4ExpNGramEmbedding.__init__ ngram_embedding assignment"
 
@@ -78,6 +81,7 @@ def test_wrap_composes_with_the_other_transforms():
 
 def test_the_pipeline_picks_the_codemod_by_shape():
     assert ngram_embedding_transform(cst.parse_module(PLAIN)) is NgramEmbeddingWrap
+    assert ngram_embedding_transform(cst.parse_module(SUBCLASS)) is NgramEmbeddingWrap
     assert ngram_embedding_transform(cst.parse_module(MINI)) is NgramEmbeddingDispatch
     # a file with neither goes to the dispatch, which fails loudly on its missing anchor
     neither = PLAIN.replace("self.ngram_embedding = VocabParallelEmbedding(", "table = VocabParallelEmbedding(")
@@ -102,6 +106,64 @@ def test_wrap_anchors(mutation, detail):
         run(NgramEmbeddingWrap, mutation(PLAIN))
     assert e.value.anchor == WRAP
     assert detail in str(e.value)
+
+
+# -- the earlier shape with the row-shard subclass of ..common.ple ------------------------------
+
+SUBCLASS_IMPORT = "from ..common.ple import PLEVocabParallelEmbedding\n"
+
+
+def test_wrap_subclass_golden():
+    out = run(NgramEmbeddingWrap, SUBCLASS)
+    golden = FIXTURES / "wrap_subclass.after.py"
+    if os.environ.get("PLE4_REGEN_GOLDEN") == "1":
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
+    compile(out, golden.name, "exec")
+    # the original statement survives as the else branch, one level in
+    assert "        else:\n            self.ngram_embedding = PLEVocabParallelEmbedding(\n" in out
+    assert "self.ngram_embedding = ple4_nvfp4_build_embedding(" in out
+
+
+def test_the_whole_patch_takes_the_subclass_shape():
+    patched = patch_source(SUBCLASS)
+    assert patched.count(sentinel_line()) == 1
+    assert "self.ngram_embedding = ple4_nvfp4_build_embedding(" in patched
+    assert "def _ple4_stock_load_weights(" in patched
+    compile(patched, "mini_plain_subclass", "exec")
+
+
+def test_the_subclass_may_be_imported_by_its_absolute_module():
+    absolute = SUBCLASS.replace(SUBCLASS_IMPORT, "from vllm.models.qwen4_exp.common.ple import PLEVocabParallelEmbedding\n")
+    assert absolute != SUBCLASS
+    assert "ple4_nvfp4_build_embedding(" in run(NgramEmbeddingWrap, absolute)
+
+
+@pytest.mark.parametrize(
+    "imports, detail",
+    [
+        ("from .tables import PLEVocabParallelEmbedding\n", "(PLEVocabParallelEmbedding is bound to .tables.PLEVocabParallelEmbedding)"),
+        ("from ..common.ple import RowTable as PLEVocabParallelEmbedding\n", "(PLEVocabParallelEmbedding is bound to ..common.ple.RowTable)"),
+        ("from ..common.ple import PLEVocabParallelEmbedding\nfrom .tables import PLEVocabParallelEmbedding\n", "is bound to .tables."),
+        ("", "(PLEVocabParallelEmbedding is not imported at the top of the file)"),
+    ],
+    ids=["other-module", "alias", "rebound", "not-imported"],
+)
+def test_the_subclass_must_be_the_one_of_common_ple(imports, detail):
+    source = SUBCLASS.replace(SUBCLASS_IMPORT, imports)
+    with pytest.raises(TransformError) as e:
+        run(NgramEmbeddingWrap, source)
+    assert e.value.anchor == WRAP
+    assert "something else than VocabParallelEmbedding(...) or PLEVocabParallelEmbedding(...) of ..common.ple" in str(e.value)
+    assert detail in str(e.value)
+
+
+def test_the_subclass_call_keeps_the_anchors_of_the_call():
+    source = SUBCLASS.replace("            padding_size=divisor,\n", "")
+    with pytest.raises(TransformError) as e:
+        run(NgramEmbeddingWrap, source)
+    assert "expected PLEVocabParallelEmbedding(num_embeddings, embedding_dim" in str(e.value)
+    assert "missing padding_size" in str(e.value)
 
 
 def test_wrap_refuses_a_second_application():
@@ -234,9 +296,10 @@ def test_an_nvfp4_table_of_the_engine_is_refused_whatever_the_structure():
 # fork-01554-4d8c2171 (01554/vllm 4d8c2171) has an `if ple_mmap.enabled():` / `else:` dispatch,
 # again without the offload layer (and without `embedding_prefix`); fork-1ytic-dc12c02e
 # (1ytic/vllm dc12c02e) has the offload layer and one plain assignment of
-# PLEVocabParallelEmbedding, but ships its own NVFP4 table (Qwen4ExpPLENVFp4EmbeddingMethod) and
-# its op's fake qwen4_exp_ple_embed_fake reads `embedding.ngram_embedding.weight.dtype`, which the
-# NVFP4 row-packed table has not; fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports
+# PLEVocabParallelEmbedding (which the wrap accepts), but ships its own NVFP4 table
+# (Qwen4ExpPLENVFp4EmbeddingMethod) and its op's fake qwen4_exp_ple_embed_fake reads
+# `embedding.ngram_embedding.weight.dtype`, which the NVFP4 row-packed table has not (refused by
+# the check after the transforms); fork-madeby561-d840593c (MadeBy561/vllm d840593c) imports
 # Qwen4ExpNGramEmbedding from .ngram_embedding instead of defining it; fork-zyx-a-52fa42ff
 # (Zyx-A/1Cat-vLLM 52fa42ff) has the disk/pinned-host/plain if/elif/else dispatch on the offload
 # layer.
@@ -255,7 +318,7 @@ EXPECTED = {
         "engine facilities",
         ("ships its own NVFP4 PLE table (Qwen4ExpPLENVFp4EmbeddingMethod",
          "(qwen4_exp_ple_embed_fake) reads ngram_embedding.weight"),
-        f"{WRAP}': self.ngram_embedding is built by something else than VocabParallelEmbedding")),
+        None)),
     "fork-madeby561-d840593c": ("refused", (
         "engine layout",
         ("does not define Qwen4ExpNGramEmbedding but imports it from .ngram_embedding",),
@@ -265,8 +328,9 @@ EXPECTED = {
     # upstream vllm-project/vllm 020a97c7's plain VocabParallelEmbedding assignment (the earlier
     # shape, which the transforms can change) with 1ytic's NVFP4 table of its own and the same
     # qwen4_exp_ple_embed_fake reading `embedding.ngram_embedding.weight.dtype` (refused by the
-    # check after the transforms), and D-G-Dimitrov/vllm's plain PLEVocabParallelEmbedding
-    # assignment (as 1ytic's).
+    # check after the transforms), and D-G-Dimitrov/vllm 337d3f5d's plain
+    # PLEVocabParallelEmbedding assignment (`from ..common.ple`, as 1ytic's) on the offload layer,
+    # with no NVFP4 table of its own and no op fake reading the table's weight: wrapped.
     "fork-chainzeaxion-ebeb346a": ("patched", NgramEmbeddingDispatch),
     "fork-peuqui-03b8cb99": ("patched", NgramEmbeddingDispatch),
     "fork-qixiao02-0aac941e": ("patched", NgramEmbeddingDispatch),
@@ -278,7 +342,7 @@ EXPECTED = {
         ("ships its own NVFP4 PLE table (Qwen4ExpPLENVFp4EmbeddingMethod",
          "(qwen4_exp_ple_embed_fake) reads ngram_embedding.weight"),
         None)),
-    "fork-d-g-dimitrov-337d3f5d": ("refused", (WRAP, ("something else than VocabParallelEmbedding",), None)),
+    "fork-d-g-dimitrov-337d3f5d": ("patched", NgramEmbeddingWrap),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
 CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [
@@ -331,7 +395,8 @@ def test_real_corpus_file(row):
     assert patched.index(BLOCK_BEGIN) < patched.index(BLOCK_END) < patched.index("\n__all__ = [")
     if detail is NgramEmbeddingWrap:
         # Every original line survives in order; the wrapped statement is the same text, one level in.
-        start, end = _statement_lines(text, "        self.ngram_embedding = VocabParallelEmbedding(")
+        first = re.search(r"^        self\.ngram_embedding = (PLE)?VocabParallelEmbedding\($", text, re.M).group(0)
+        start, end = _statement_lines(text, first)
         lines = text.splitlines(keepends=True)
         shifted = "".join(lines[:start] + ["    " + line for line in lines[start:end]] + lines[end:])
         _only_insertions(shifted, patched)

@@ -75,6 +75,16 @@ MANUAL = {
         "source": "1CatAI/1Cat-vLLM vllm/model_executor/kernels/ple/gguf_pinned.py (public index "
         "versions of 4514 and 6492 characters; the path is held at 69e0780a82cb19f71237d818ba5ad8ae491af5ff)",
     },
+    # D-G-Dimitrov/vllm 337d3f5ddc8a5b85de8907adfe49c9d9e685703a's ple_layer.py imports it; that
+    # fork's common/ple.py is not in the public index, every public copy read defines it the same
+    # way: a VocabParallelEmbedding subclass with no __init__ of its own and a row-shard weight_loader.
+    ("vllm.models.qwen4_exp.common.ple", "PLEVocabParallelEmbedding"): {
+        "kind": "class",
+        "init": None,
+        "source": "vllm-project/vllm@1a3108917e623445d7504c9aecfef3001b5ba287:vllm/models/qwen4_exp/common/ple.py "
+        "(public index; PLEVocabParallelEmbedding(VocabParallelEmbedding) defines weight_loader(self, param, "
+        "loaded_weight, checkpoint_start=None) and no __init__)",
+    },
     # vllm-project/vllm's ple_layer.py at 020a97c7 imports it; that repository's modelopt.py (held
     # at 00155cde, not at 020a97c7) has one more parameter than 1CatAI/1Cat-vLLM's at ae13773a.
     ("vllm.model_executor.layers.quantization.modelopt", "ModelOptNvFp4Config"): {

@@ -12,6 +12,7 @@ CUDA-graph replay.
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 
@@ -225,8 +226,21 @@ def _fp8_quant_config(tag: str):
     return None
 
 
+def _fp8_from_the_model_config(module) -> bool:
+    # Most versions can store the PLE table as FP8 from the model config (ple_embedding_dtype, or
+    # force_fp8_storage derived from it). D-G-Dimitrov/vllm 337d3f5d's
+    # _get_ple_embedding_quant_method(quant_config, prefix) takes FP8 only from an FP8-serialized
+    # Fp8Config checkpoint, through vllm-project's quantization API (is_layer_skipped(...,
+    # match_mode=), Fp8Config.ignored_layers_match_mode), which the 1Cat-vLLM stand-in does not have.
+    params = inspect.signature(module._get_ple_embedding_quant_method).parameters
+    return "ple_embedding_dtype" in params or "force_fp8_storage" in params
+
+
 def test_fp8_path_of_a_patched_file_is_unchanged(request, engine, engine_dir):
     source = request.node.callspec.params["engine"]
+    if not _fp8_from_the_model_config(engine):
+        pytest.skip("FP8 PLE storage only from an Fp8Config checkpoint of vllm-project's quantization "
+                    "API; the stock path is checked by test_row_shard_table_of_a_patched_file_loads_as_before")
     original = load_engine(source, engine_dir, patched=False)
     load_engine(source, engine_dir)  # re-activate the patched module's ops
     config = h.make_config(ple_embedding_dtype="float8_e4m3fn")
@@ -243,6 +257,46 @@ def test_fp8_path_of_a_patched_file_is_unchanged(request, engine, engine_dir):
     assert pa.keys() == pb.keys() and loaded_a == loaded_b
     for name in pa:
         assert pa[name].dtype == pb[name].dtype and torch.equal(pa[name].view(torch.uint8), pb[name].view(torch.uint8))
+
+
+# The versions whose stock table is PLEVocabParallelEmbedding of ..common.ple (a plain assignment
+# the wrap keeps as its else branch), e.g. D-G-Dimitrov/vllm 337d3f5d.
+ROW_SHARD_ENGINES = [
+    p for p in ENGINES
+    if p.values[0] and "self.ngram_embedding = PLEVocabParallelEmbedding(" in p.values[0][1].read_text(encoding="utf-8")
+] or [pytest.param(None, marks=pytest.mark.skip(reason="no engine file here builds PLEVocabParallelEmbedding"), id="none")]
+
+
+@pytest.mark.parametrize("source", ROW_SHARD_ENGINES)
+def test_row_shard_table_of_a_patched_file_loads_as_before(source, engine_dir):
+    """Without NVFP4 the patched file builds and loads the engine's row-shard table as the
+    original does: every checkpoint shard through its weight_loader(checkpoint_start=), this
+    rank keeping only its rows."""
+    original = load_engine(source, engine_dir, patched=False)
+    patched = load_engine(source, engine_dir)
+    config = h.make_config(ple_embedding_dtype=None)
+    table = None
+    results = []
+    with h.knobs(tp_rank=1, tp_size=2):
+        for module in (original, patched):
+            model = h.build(module, config)
+            emb = model.ngram_embedding
+            assert type(emb).__name__ == "PLEVocabParallelEmbedding"
+            if table is None:
+                gen = torch.Generator().manual_seed(11)
+                table = torch.randn(emb.org_vocab_size, G.head_dim, generator=gen).to(torch.float16)
+            size = (emb.org_vocab_size + G.split_ngram_parts - 1) // G.split_ngram_parts
+            shards = [(f"ngram_embedding.shard_{i}.weight", table[i * size : (i + 1) * size].clone())
+                      for i in range(G.split_ngram_parts)]
+            loaded = model.load_weights(iter(shards + h.buffers_of(model)))
+            start, end = emb.shard_indices.org_vocab_start_index, emb.shard_indices.org_vocab_end_index
+            assert 0 < start < end == emb.org_vocab_size  # rank 1 of 2: the upper half only
+            assert torch.equal(emb.weight[: end - start], table[start:end])
+            results.append((loaded, {n: t.clone() for n, t in model.state_dict().items()}))
+    (loaded_a, state_a), (loaded_b, state_b) = results
+    assert "ngram_embedding.weight" in loaded_a and loaded_a == loaded_b
+    assert state_a.keys() == state_b.keys()
+    assert all(torch.equal(state_a[n], state_b[n]) for n in state_a)
 
 
 def test_offload_gpu_worker_skips_construction_as_before_for_fp8(engine, monkeypatch):

@@ -7,7 +7,10 @@ and the cascade are not reached here.
 Mirrors vllm/models/qwen4_exp/common/ple.py of 1CatAI/1Cat-vLLM: no whole real file is available here
 (commit 04d890fc826002187863162208bf77c9b97bc8dc holds the path); the host-budget helpers follow
 that commit, ple_cascade_configured follows the public index's version of 20105 characters, the
-rest only provides the names ple_layer.py imports.
+rest only provides the names ple_layer.py imports. PLEVocabParallelEmbedding, which
+D-G-Dimitrov/vllm 337d3f5ddc8a5b85de8907adfe49c9d9e685703a's ple_layer.py imports from here,
+follows vllm-project/vllm 1a3108917e623445d7504c9aecfef3001b5ba287 (that fork's own file is not
+in the public index).
 """
 
 import math
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 import vllm.envs as envs
 from vllm import _standin
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
 PLE_SHARD_PREFIX = "ngram_embedding.shard_"
 
@@ -122,3 +126,24 @@ def ple_cascade_configured() -> bool:
     config = get_current_vllm_config_or_none()
     kernel = getattr(config, "kernel_config", None)
     return bool(getattr(kernel, "ple_disk_cascade_active", False))
+
+
+class PLEVocabParallelEmbedding(VocabParallelEmbedding):
+    """The table class of vllm/models/qwen4_exp/common/ple.py in vllm-project/vllm at
+    1a3108917e623445d7504c9aecfef3001b5ba287: VocabParallelEmbedding whose weight_loader also
+    takes one checkpoint row shard (``checkpoint_start``: its first row in the whole table) and
+    keeps the part of it that falls into this rank's rows. Without ``checkpoint_start`` it loads
+    as the base class does."""
+
+    def weight_loader(self, param, loaded_weight, checkpoint_start=None):
+        if checkpoint_start is None:
+            super().weight_loader(param, loaded_weight)
+            return
+        indices = self.shard_indices
+        copy_ple_embedding_shard_(
+            param.data,
+            loaded_weight,
+            checkpoint_start=checkpoint_start,
+            tp_start=indices.org_vocab_start_index,
+            tp_end=indices.org_vocab_end_index,
+        )
