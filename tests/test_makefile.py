@@ -117,3 +117,22 @@ def test_ci_runs_the_ctrl_c_tests_with_sigint_ignored():
     (recipe,) = [line for line in dry_run("test-sigint-ignored", VENV=str(kit.REPO / ".venv")) if "pytest" in line]
     assert recipe.startswith("trap '' INT;") and "PLE4PATCH_EXPECT_SIGINT_IGNORED=1" in recipe
     assert "-k 'ctrl_c or sigint'" in recipe
+
+
+def test_the_demo_names_ple4patch_by_a_path_that_works():
+    """`make demo` (tools/demo.py): every command it shows runs as shown from the repository root
+    (the ple4patch beside its Python, not a bare name that may not be on PATH), it says what the
+    `ple4patch` of the `next:` lines is, and every line it prints fits 100 columns."""
+    env = {**kit.cli_env(), "PYTHONPATH": str(kit.REPO), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "tools/demo.py"], capture_output=True, text=True, cwd=kit.REPO,
+                          env=env, timeout=600)
+    assert proc.returncode == 0 and "\ndemo: ok\n" in proc.stdout, proc.stdout + proc.stderr
+    shown = [line[2:] for line in proc.stdout.splitlines() if line.startswith("$ ")]
+    assert shown
+    for command in shown:
+        exe = command.split()[0]
+        assert (kit.REPO / exe).is_file() or os.path.isfile(exe), f"{exe} does not run from {kit.REPO}"
+    assert "names itself `ple4patch`" in proc.stdout and f"that is {shown[0].split()[0]}" in " ".join(
+        proc.stdout.split())
+    wide = [line for line in proc.stdout.splitlines() if len(line) > WIDTH and " " in line.strip()]
+    assert wide == [], wide

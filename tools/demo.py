@@ -53,7 +53,8 @@ def main() -> int:
                                       version="1.5.1")
         venv = throwaway.make_venv(work / "engine-venv")
         throwaway.install(venv, wheel)
-        print(f"built {wheel.name} and installed it into {venv} (pip, --no-deps)")
+        print(f"built {wheel.name}")
+        print(f"installed it into {venv} (pip, --no-deps)")
         env = throwaway.cli_env([TEST_MANIFEST])
         steps = [
             (["apply", str(venv), "--dry-run", "--stat"], 0, None),  # the summary; without --stat, the diff
