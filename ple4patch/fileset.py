@@ -11,6 +11,11 @@ replaces more than one file: it names the direction and, per file, the pristine 
 sha256. A kill leaves it behind; `status` reports the interrupted run, and the next apply or
 revert (each file on its own is safe in either state, and both commands finish per file)
 converges the whole set and removes it. No libcst, no torch: `status` runs this.
+
+A release may place the PLE table by itself from a file outside the set: releases before the
+policy file do it in ``vllm/config/vllm.py`` (`paths.CONFIG_REL`, `policy_file.config_placement`),
+which ple4patch reads and never patches. `config_placement` reads it; the set's notes then say,
+in one line (`ConfigPlacement.note`), what the patched layer needs at start-up.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fsio
+from . import fsio, readfile
 from .engine import Engine, _read_record
 from .errors import ModifiedFile
 from .manifest import Manifest
-from .paths import POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
+from .paths import CONFIG_REL, POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
+from .policy_file import CASCADE_SWITCH, CONFIG_DEFAULTS, CONFIG_SKIP, config_cascade_form, config_placement as _functions
 from .policy_file import places_ple
 from .state import Assessment, State, assess
 
@@ -63,6 +69,55 @@ def members(engine: Engine) -> list[Engine]:
         if any(t is not None and places_ple(t) for t in (text, backup)):
             out.append(policy)
     return out
+
+
+CONFIG_READ_LIMIT = 8 * readfile.MiB  # the real vllm/config/vllm.py is 161 KB
+
+
+@dataclass(frozen=True)
+class ConfigPlacement:
+    """The automatic PLE placement a release's ``vllm/config/vllm.py`` defines (never patched)."""
+
+    path: Path
+    functions: tuple[str, ...]  # as `policy_file.config_placement` names them
+    cascade: str | None  # `policy_file.config_cascade_form`
+    venv: Path
+
+    @property
+    def defaults(self) -> tuple[str, ...]:
+        """The functions that write the PLE variables into os.environ at start-up."""
+        return tuple(f for f in self.functions if f in CONFIG_DEFAULTS)
+
+    @property
+    def skip(self) -> str:
+        """The setting that skips the defaults and that the NVFP4 table needs anyway."""
+        return "=".join(CONFIG_SKIP)
+
+    def note(self) -> str:
+        """The one line status and apply say about it: the file, and what to do."""
+        if self.defaults:
+            return (f"{CONFIG_REL} moves the PLE table off the GPU workers by itself on V100s "
+                    f"({self.defaults[0]}), and ple4patch does not patch it: start `vllm serve` with "
+                    f"{self.skip} in its environment")
+        what = f"{CONFIG_REL} admits the PLE disk cascade by itself ({self.functions[0]}), not patched by ple4patch"
+        if self.cascade == "switch":
+            return f"{what}: it runs only when {CASCADE_SWITCH}=1 asks for it, which the patched layer refuses"
+        if self.cascade == "storage":
+            return f"{what}: it takes FP8 PLE storage only, so an NVFP4 checkpoint needs no setting"
+        return (f"{what}, in a form ple4patch does not know: check a start with "
+                f"`ple4patch inspect CHECKPOINT_DIR {self.venv}`")
+
+
+def config_placement(engine: Engine) -> ConfigPlacement | None:
+    """The automatic PLE placement of the engine's ``vllm/config/vllm.py``, or None (no such file,
+    unreadable, or it places nothing)."""
+    path = engine.site_packages / CONFIG_REL
+    try:
+        text = readfile.read_regular(path, limit=CONFIG_READ_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    functions = _functions(text)
+    return ConfigPlacement(path, functions, config_cascade_form(text), engine.venv) if functions else None
 
 
 def orphan_backups(engine: Engine, in_set: list[Engine]) -> list[Path]:
@@ -138,6 +193,12 @@ class SetAssessment:
     journal_problem: str | None = None  # a journal file that cannot be read
     notes: list[str] = field(default_factory=list)
     orphans: list[Path] = field(default_factory=list)  # backups of files no longer in the set
+    config: ConfigPlacement | None = None  # the placement vllm/config/vllm.py does by itself
+
+    @property
+    def placement_notes(self) -> list[str]:
+        """The note on the release's own placement outside the set (one line, or none)."""
+        return [self.config.note()] if self.config is not None else []
 
     @property
     def layer(self) -> Assessment:
@@ -179,7 +240,10 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
         notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
                      f"no longer has; it is never restored (`ple4patch revert --clean {engine.venv}` "
                      f"removes it)")
+    config = config_placement(engine)
+    if config is not None:
+        notes.append(config.note())
     seen = set()
     for a in files:  # notes of the root of site-packages come once
         a.notes[:] = [n for n in a.notes if not (n in seen or seen.add(n))]
-    return SetAssessment(files, journal, problem, notes, orphans)
+    return SetAssessment(files, journal, problem, notes, orphans, config)

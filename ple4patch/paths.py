@@ -20,6 +20,9 @@ from pathlib import Path, PurePosixPath
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
 POLICY_REL = "vllm/platforms/runtime_defaults.py"
 TARGET_RELS = (TARGET_REL, POLICY_REL)
+# Read, never patched: the VllmConfig module, where releases before the policy file place the
+# PLE table by themselves (see `policy_file.config_placement`).
+CONFIG_REL = "vllm/config/vllm.py"
 
 # Beside the target.
 BACKUP_SUFFIX = ".bak-pre-ple4"  # <target>.bak-pre-ple4: the pristine bytes

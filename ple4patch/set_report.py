@@ -43,12 +43,15 @@ def report(s: SetAssessment) -> dict:
 
 
 def status_parts(s: SetAssessment) -> tuple[str, str]:
-    """`ple4patch status` as (details, verdict). One file: its details, then its state, notes
-    and next step. A set: the layer's details and state, one block per other file, then the
-    verdict: the set's line, its notes, the layer's next step and, when the set is mixed or
-    interrupted, the set's. Paths are whole; text for people shortens them."""
+    """`ple4patch status` as (details, verdict). One file: its details, then its state, its
+    notes and the set's, and its next step. A set: the layer's details and state, one block per
+    other file, then the verdict: the set's line, its notes, the layer's next step and, when the
+    set is mixed or interrupted, the set's. Paths are whole; text for people shortens them."""
     if len(s.files) == 1 and s.journal is None and s.journal_problem is None:
-        return "\n".join(render.status_body(s.layer)), "\n".join(render.status_verdict(s.layer))
+        verdict = render.status_verdict(s.layer)
+        at = 1 + len(s.layer.notes)  # the set's notes after the layer's, before its next step
+        verdict[at:at] = [f"note:    {n}" for n in s.notes]
+        return "\n".join(render.status_body(s.layer)), "\n".join(verdict)
     body = render.status_body(s.layer) + render.status_verdict(s.layer, next_step=False)
     for a in s.files[1:]:
         h = a.hashes()

@@ -5,8 +5,12 @@ public engine code and are not committed: they live in git-ignored folders besid
 machine that has them, and every test that reads one skips when it is absent.
 
 `indexed(name)` lists every INDEX.md row for one file name (``ple_layer.py``,
-``runtime_defaults.py``); `corpus_files(name)` only those whose bytes are present; `check(row)`
-raises when the bytes differ from INDEX.md (sha256, size). Reused by tools/pin_manifest.py and
+``runtime_defaults.py``: the files ple4patch patches; ``vllm.py``: the engine's
+``vllm/config/vllm.py``, which it only reads, so its rows are never pinned; `ENGINE_PATHS` maps
+the names to their places in the engine); `corpus_files(name)` only those whose bytes are
+present; `check(row)` raises when the bytes differ from INDEX.md (sha256, size), and for a
+``vllm.py`` when ple4patch's detector (`policy_file.config_placement`) finds no PLE placement
+in it, the one thing such a row is kept for. Reused by tools/pin_manifest.py and
 the tests. ``python tools/engine_corpus.py`` checks every present file and lists the absent ones.
 """
 
@@ -17,7 +21,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
+from ple4patch.policy_file import config_placement
+
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines"
+# The file names of INDEX.md rows, and where each file lives in an installed engine.
+ENGINE_PATHS = {"ple_layer.py": TARGET_REL, "runtime_defaults.py": POLICY_REL, "vllm.py": CONFIG_REL,
+                "ple_offload_layer.py": "vllm/model_executor/layers/ple_offload_layer.py"}
 COLUMNS = ("label", "file", "repository", "commit", "date", "bytes", "sha256", "pin", "shape")
 
 
@@ -56,6 +66,8 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
         label, file, repo, commit, date, size, sha, pin, shape = cells
         if not (pin in ("main", "no") or re.fullmatch(r"release \S+", pin)):
             raise ValueError(f"INDEX.md row {label}: pin must be main, no or 'release <version>', not {pin!r}")
+        if file == "vllm.py" and pin != "no":
+            raise ValueError(f"INDEX.md row {label}: {CONFIG_REL} is never patched, so its pin must be no")
         rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, base / label / file))
     return rows
 
@@ -78,6 +90,8 @@ def check(row: CorpusFile) -> bytes:
     data = row.path.read_bytes()
     if len(data) != row.size or hashlib.sha256(data).hexdigest() != row.sha256:
         raise ValueError(f"{row.path}: sha256/size differ from tests/data/engines/INDEX.md")
+    if row.file == "vllm.py" and not config_placement(data.decode("utf-8", errors="replace")):
+        raise ValueError(f"{row.path}: ple4patch finds no PLE placement function in it (policy_file.config_placement)")
     return data
 
 

@@ -5,7 +5,8 @@ plan each file that is not patched yet (transform in memory, output checked; any
 here, nothing written) -> write (`write.write_set`: every backup, the journal, the replaces)
 -> report. Nothing reaches disk before every output is known good; a dry run takes no lock
 and writes nothing. The set is the PLE layer, plus the start-up policy file where the release
-has one (`fileset.members`).
+has one (`fileset.members`). A release that places the PLE table from ``vllm/config/vllm.py``
+(never patched) gets one note saying what `vllm serve` needs (`SetAssessment.placement_notes`).
 """
 
 from __future__ import annotations
@@ -104,9 +105,9 @@ def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = Fal
     data = {**set_report.report(s), "changed": False}
     data["notes"] = data["notes"] + list(tidied)
     if dry_run:
-        return Result("apply", EXIT_OK, "dry run: " + render.with_notes(msg, tidied),
+        return Result("apply", EXIT_OK, "dry run: " + render.with_notes(msg, tidied + s.placement_notes),
                       {**data, "diff": "", "dry_run": True})
-    return Result("apply", EXIT_OK, render.with_notes(msg, tidied), data)
+    return Result("apply", EXIT_OK, render.with_notes(msg, tidied + s.placement_notes), data)
 
 
 def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
@@ -130,6 +131,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
             f"engine:  {render.engine_label(e.version, ' and '.join(labels), len(labels))}\n"
             f"next:    ple4patch apply {e.venv}"
         )
+    msg = render.with_notes(msg, s.placement_notes)
     data = {**set_report.report(s), "dry_run": True, "changed": False, "diff": diff,
             "regions": render.diff_regions(diff), "output_sha256": plans[0][1].output_sha}
     for entry, a in zip(data["files"], s.files):
@@ -175,4 +177,4 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
     pinned = plans[0][1].pin if plans else None
     lines.append(f"engine:  1cat-vllm {s.engine.version} in {s.engine.venv}"
                  + (f" (file pinned as {pinned.label})" if pinned else ""))
-    return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes), data)
+    return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes + s.placement_notes), data)

@@ -92,3 +92,20 @@ def test_no_engine_and_selftest_fit_100_columns(hroot, cli_in, mans, ckpt):
     kit.make_venv(venv)  # a venv without 1cat-vllm
     wide = _run_all(venv, cli_in, mans[0], ckpt, COMMANDS + (("selftest",),))
     assert wide == [], "\n".join(wide)
+
+
+@pytest.fixture(scope="session")
+def config_tpl(wheelhouse, tmp_path_factory):
+    """The layer and a vllm/config/vllm.py that places the PLE table (the era before the policy
+    file): every command adds its one note on that file."""
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-config-era",
+                        wheelhouse.engine_config_era(PRISTINE_A, kit.config_era_bytes()))
+
+
+@pytest.mark.parametrize(("state", "backup"), [("pristine", "absent"), ("patched", "present")])
+def test_the_config_era_note_fits_100_columns(state, backup, config_tpl, hroot, cli_in, mans, ckpt):
+    venv = kit.clone(config_tpl, long_venv_path(hroot))
+    build(state, backup, venv, (TARGET_REL,))
+    code, out, _err = cli_in("status", venv, manifests=mans[0])
+    assert code == 0 and "vllm/config/vllm.py" in out, out
+    assert _run_all(venv, cli_in, mans[0], ckpt) == []

@@ -67,6 +67,7 @@ from .venvs import (  # noqa: E402
     backup_sha,
     clone,
     compile_unchecked,
+    config_era_bytes,
     pycs,
     sha,
     site_snapshot,

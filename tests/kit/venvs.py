@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from ple4patch.hashing import sha256_hex
-from ple4patch.paths import LOCK_NAME, POLICY_REL, TARGET_REL, TEMP_PREFIX, backup_path, pycs  # noqa: F401 (pycs: kit API)
+from ple4patch.paths import CONFIG_REL, LOCK_NAME, POLICY_REL, TARGET_REL, TEMP_PREFIX, backup_path, pycs  # noqa: F401 (pycs: kit API)
 from tools.engine_files import STANDIN_DIR, standin_file
 from tools.throwaway import build_wheel, cli_env, install, make_venv, site_packages
 from tools.throwaway import target_of, venv_python
@@ -44,6 +44,11 @@ class Wheelhouse:
         """A 1cat-vllm wheel holding the PLE layer and the start-up policy file (a two-file set)."""
         return self.wheel({TARGET_REL: layer, POLICY_REL: policy}, version=version)
 
+    def engine_config_era(self, layer: bytes, config: bytes, *, version: str = "1.5.0") -> Path:
+        """A 1cat-vllm wheel of the era before the policy file: the PLE layer (the set, alone) and
+        a ``vllm/config/vllm.py`` that places the PLE table by itself."""
+        return self.wheel({TARGET_REL: layer, CONFIG_REL: config}, version=version)
+
     def editable(self, data: bytes, *, version: str = "1.5.1") -> Path:
         key = ("editable", version, sha256_hex(data))
         if key not in self._cache:
@@ -69,6 +74,15 @@ def standin_policy_bytes() -> bytes:
 
         pytest.skip(f"the stand-in engine has no policy file ({path})")
     return path.read_bytes()
+
+
+CONFIG_ERA_FILE = STANDIN_DIR.parent / "config_era" / CONFIG_REL
+
+
+def config_era_bytes() -> bytes:
+    """The stand-in ``vllm/config/vllm.py`` of the era before the policy file (its own text,
+    shaped like ChainZeaxion/1Cat-vLLM ebeb346a's: tests/fixtures/config_era)."""
+    return CONFIG_ERA_FILE.read_bytes()
 
 
 _templates: dict[tuple, Path] = {}
