@@ -17,7 +17,12 @@ Before a 100 GB model takes minutes to start, one verdict from what can be read 
   explicitly) and admits the disk cascade in ``_qwen4exp_ple_cascade_requested``
   (``KernelConfig.ple_disk_cascade``, on by default). Either moves the table out of the GPU
   workers, and the patched loader then refuses to start. The patched policy file skips both
-  for an NVFP4 request.
+  for an NVFP4 request. Releases before the policy file place the table from
+  ``vllm/config/vllm.py``, which ple4patch never patches (``fileset.config_placement``;
+  ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250 there:
+  ``_apply_sm70_qwen38_hybrid_ple_defaults`` sets the three PLE variables to 1 unless one of
+  them is in the environment at all, lines 2127-2149): that start is judged from the
+  environment given, and ``export VLLM_PLE_CPU_OFFLOAD=0`` is the change.
 
 Reads files only: no torch, no engine import. The environment is this process's (the shell
 `vllm serve` will be started from), unless given.
@@ -39,9 +44,10 @@ from .ckpt.memory import gib
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
-from .fileset import assess_set
+from .fileset import ConfigPlacement, assess_set
 from .kernels import nvfp4_policy as policy
-from .paths import POLICY_REL
+from .paths import CONFIG_REL, POLICY_REL
+from .policy_file import CASCADE_SWITCH, CONFIG_DEFAULTS, CONFIG_SKIP, CONFIG_SKIPPED_BY
 from .result import Result
 from .state import State
 
@@ -189,14 +195,64 @@ def environment_findings(settings: dict) -> list[Finding]:
     return out
 
 
-def placement_findings(eng, policy_state: str | None, settings: dict, serve: ServeOptions) -> list[Finding]:
-    """What the release's automatic PLE placement will choose for this start."""
+def config_placement_findings(config: ConfigPlacement | None, settings: dict) -> list[Finding]:
+    """What ``vllm/config/vllm.py`` (never patched) will choose for this start: its default
+    writes the PLE variables unless one of `CONFIG_SKIPPED_BY` is in the environment at all (a
+    conflicting value there is an environment finding of its own); its cascade does not take an
+    NVFP4 table by itself (FP8 storage only, or only on `CASCADE_SWITCH`)."""
+    if config is None:
+        return []
+    out = []
+    for fn in config.defaults:
+        skipped = [n for n in CONFIG_SKIPPED_BY if n in settings]
+        refused = [n for n in skipped if policy.ple4_policy_refusal(n, settings[n]) is not None]
+        if skipped:
+            line = (f"the engine's SM70 Qwen3.8 PLE default ({fn} in {CONFIG_REL}) does not apply: "
+                    f"{', '.join(skipped)} is set in the environment")
+            if refused == skipped:  # the environment finding says to change it: unset, it comes back
+                line += f"; set it to 0 rather than unset it, or this default sets {CONFIG_SKIP[0]}=1 again"
+            out.append(Finding("placement", line))
+        else:
+            sets = ", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn])
+            out.append(Finding(
+                "placement",
+                f"on a V100 in the SM70 Qwen3.8 dual-compile lane the engine sets {sets} ({fn} in "
+                f"{CONFIG_REL}, which ple4patch does not patch), and the patched loader refuses the "
+                "offload process",
+                blocks=True, change=f"export {config.skip} (in the shell that starts vllm serve)",
+            ))
+    if config.cascade == "storage":
+        out.append(Finding("placement", f"the engine's disk cascade ({CONFIG_REL}) takes FP8 PLE storage "
+                           "only: it declines the NVFP4 table"))
+    elif config.cascade == "switch":
+        out.append(Finding("placement", f"the engine's disk cascade ({CONFIG_REL}) runs only when "
+                           f"{CASCADE_SWITCH}=1 asks for it"))
+    elif config.cascade == "unknown":
+        out.append(Finding("placement", f"the engine's disk cascade in {CONFIG_REL} is in a form ple4patch "
+                           "does not know: check the engine log for the PLE placement it chose"))
+    return out
+
+
+def placement_findings(eng, policy_state: str | None, settings: dict, serve: ServeOptions,
+                       config: ConfigPlacement | None = None) -> list[Finding]:
+    """What the release's automatic PLE placement will choose for this start: its policy file's
+    (patched with the set) and its ``vllm/config/vllm.py``'s (never patched)."""
+    from_config = config_placement_findings(config, settings)
     path = eng.site_packages / POLICY_REL
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        if from_config:
+            return from_config
         return [Finding("placement", "this engine release has no start-up PLE placement policy "
-                        f"({POLICY_REL} absent): the table stays where the patched loader puts it")]
+                        f"({POLICY_REL} absent, and {CONFIG_REL} places no PLE table): the table stays "
+                        "where the patched loader puts it")]
+    return from_config + _policy_file_findings(eng, text, policy_state, settings, serve)
+
+
+def _policy_file_findings(eng, text: str, policy_state: str | None, settings: dict,
+                          serve: ServeOptions) -> list[Finding]:
+    """What the release's start-up policy file (``vllm/platforms/runtime_defaults.py``) chooses."""
     has_disk, has_cascade = AUTO_DISK_DEFAULTS in text, AUTO_CASCADE in text
     if not (has_disk or has_cascade):
         return [Finding("placement", f"{POLICY_REL} chooses no PLE placement in this release")]
@@ -269,7 +325,7 @@ def run(
     findings = (
         files
         + environment_findings(settings)
-        + placement_findings(s.engine, policy_state, settings, serve)
+        + placement_findings(s.engine, policy_state, settings, serve, s.config)
         + [f for f in [memory_finding(report.memory)] if f is not None]
     )
     # the checkpoint's own problems (the engine's patch state is the files' finding above)

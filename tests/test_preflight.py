@@ -293,3 +293,83 @@ def test_a_release_without_a_host_budget_ignores_one(ckpt, wheelhouse, engine_ve
     r = preflight.run(ckpt, venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "0"}, meminfo_path=meminfo(), tp=2)
     assert r.data["memory"]["host_budget_bytes"] is None and r.data["memory"]["vram_rows_per_rank"] == 0
     assert any("no PLE host budget" in w["message"] for w in r.data["warnings"])
+
+
+@pytest.fixture
+def config_era_venv(wheelhouse, engine_venv, pins_env):
+    """A patched engine of the era before the policy file: the PLE layer, and a
+    vllm/config/vllm.py that places the table by itself (tests/fixtures/config_era, shaped like
+    ChainZeaxion/1Cat-vLLM ebeb346a's: `_apply_sm70_qwen38_hybrid_ple_defaults` unless one of the
+    three PLE variables is in os.environ, and the FP8-only cascade)."""
+    venv = engine_venv(wheelhouse.engine_config_era(kit.standin_bytes(), kit.config_era_bytes()))
+    assert commands.apply.run(venv).exit_code == 0
+    return venv
+
+
+def placement(r) -> list[dict]:
+    return [f for f in r.data["preflight"]["findings"] if f["area"] == "placement"]
+
+
+def test_config_era_automatic_placement_blocks_until_the_variable_is_set(ckpt, config_era_venv, meminfo):
+    r = run(ckpt, config_era_venv, meminfo)
+    assert r.exit_code == EXIT_CHECKPOINT and [f["path"] for f in r.data["preflight"]["files"]] == [TARGET_REL]
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "placement" and "vllm/config/vllm.py" in b["message"]
+    assert "_apply_sm70_qwen38_hybrid_ple_defaults" in b["message"] and "does not patch" in b["message"]
+    assert b["change"].startswith("export VLLM_PLE_CPU_OFFLOAD=0")
+    assert r.message.startswith("WILL NOT START: 1 thing to change")
+    cascade = placement(r)[1]
+    assert not cascade["blocks"] and "FP8 PLE storage only" in cascade["message"]
+
+    for name in ("VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE"):
+        r = run(ckpt, config_era_venv, meminfo, environ={name: "0"})  # the engine's rule: set at all
+        assert (r.exit_code, blockers(r)) == (EXIT_OK, []), (name, blockers(r))
+        assert f"does not apply: {name} is set in the environment" in placement(r)[0]["message"]
+        assert r.message.startswith("WILL START")
+
+
+def test_config_era_conflicting_value_is_changed_not_unset(ckpt, config_era_venv, meminfo):
+    """VLLM_PLE_CPU_OFFLOAD=1 skips the default but the NVFP4 table refuses it; unsetting it
+    would bring the default back, so the placement line says to set it to 0."""
+    r = run(ckpt, config_era_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    assert [area for area, _ in blockers(r)] == ["environment"]
+    line = placement(r)[0]["message"]
+    assert "set it to 0 rather than unset it" in line and not placement(r)[0]["blocks"]
+    r = run(ckpt, config_era_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1", "VLLM_PLE_DISK_OFFLOAD": "0"})
+    assert "rather than unset" not in placement(r)[0]["message"], "another variable keeps it skipped"
+
+
+def test_config_era_text_fits_and_json_validates(ckpt, config_era_venv, monkeypatch):
+    for name in ("VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE"):
+        monkeypatch.delenv(name, raising=False)  # the CLI judges this process's environment
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), str(config_era_venv), "--json"])
+    d = kit.validate(json.loads(res.output))
+    assert res.exit_code == EXIT_CHECKPOINT and d["preflight"]["blockers"][0]["area"] == "placement"
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), str(config_era_venv)])
+    assert "export VLLM_PLE_CPU_OFFLOAD=0" in res.output
+    assert all(len(line) <= 100 for line in res.output.splitlines() if " " in line.strip()), res.output
+
+
+def test_a_runtime_defaults_era_engine_gets_no_config_finding(ckpt, patched_set_venv, meminfo):
+    r = run(ckpt, patched_set_venv, meminfo)
+    assert not any("vllm/config/vllm.py" in f["message"] for f in r.data["preflight"]["findings"])
+
+
+@pytest.mark.parametrize("functions, cascade, blocking, line", [
+    (("_apply_sm70_qwen38_disk_ple_defaults",), None, 1,
+     "VLLM_SM70_QWEN38_HYBRID_PLE=0, VLLM_PLE_CPU_OFFLOAD=1, VLLM_PLE_DISK_OFFLOAD=1"),
+    (("_apply_sm70_qwen38_hybrid_ple_defaults", "_qwen4exp_ple_cascade_requested"), "switch", 1,
+     "runs only when VLLM_QWEN4EXP_PLE_DISK=1 asks for it"),
+    (("_qwen4exp_ple_cascade_requested",), "storage", 0, "takes FP8 PLE storage only"),
+    (("_qwen4exp_ple_cascade_requested",), "unknown", 0, "a form ple4patch does not know"),
+])
+def test_config_placement_findings_of_each_form(tmp_path, functions, cascade, blocking, line):
+    from ple4patch.fileset import ConfigPlacement
+
+    config = ConfigPlacement(tmp_path / "vllm.py", functions, cascade, tmp_path)
+    found = preflight.config_placement_findings(config, {})
+    assert sum(f.blocks for f in found) == blocking and any(line in f.message for f in found), found
+    assert all(f.change == "export VLLM_PLE_CPU_OFFLOAD=0 (in the shell that starts vllm serve)"
+               for f in found if f.blocks)
+    assert not any(f.blocks for f in preflight.config_placement_findings(config, {"VLLM_PLE_DISK_OFFLOAD": ""}))
+    assert preflight.config_placement_findings(None, {}) == []
