@@ -30,7 +30,6 @@ Reads files only: no torch, no engine import. The environment is this process's 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ from .state import State
 AUTO_DISK_DEFAULTS = "_apply_sm70_qwen38_disk_ple_defaults"
 AUTO_CASCADE = "_qwen4exp_ple_cascade_requested"
 AUTO_DISK_SKIPPED_BY = ("VLLM_SM70_QWEN38_HYBRID_PLE", "VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD")
-CASCADE_SETTING = "--kernel-config ple_disk_cascade"
+CASCADE_SETTING = policy.PLE4_POLICY_CASCADE
 
 
 @dataclass
@@ -93,6 +92,17 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         words = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
+    try:  # --config FILE stands for the options in that file, as in the engine's parser
+        cascade = policy.ple4_policy_cli_cascade(words, read_config=_yaml_words)
+        words = [word for word, _source in policy.ple4_policy_expand_config(words, read_config=_yaml_words)]
+    except ValueError as exc:
+        raise UsageError(f"--serve-args: {exc}") from None
+    if cascade is not None:
+        out.cascade = cascade[0]
+        if out.cascade:
+            out.settings[CASCADE_SETTING] = ("explicit-true", "true" if cascade[1] == "--kernel-config"
+                                             else f"true (given by {cascade[1]})")
+    words = [policy._ple4_option_name(w) if w.startswith("--") else w for w in words]
     takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--kernel-config",
                    "--model")
     if words and not words[0].startswith("-"):  # `vllm serve MODEL [options]`
@@ -121,16 +131,24 @@ def parse_serve_args(text: str | None) -> ServeOptions:
             except ValueError:
                 raise UsageError(f"--serve-args: {word} takes a number, got {value!r}") from None
             out.tp_option = f"{word} {value}"
-        elif word == "--kernel-config":
-            try:
-                cfg = json.loads(value)
-            except ValueError:
-                raise UsageError(f"--serve-args: --kernel-config takes JSON, got {value!r}") from None
-            if isinstance(cfg, dict) and "ple_disk_cascade" in cfg:
-                out.cascade = bool(cfg["ple_disk_cascade"])
-                if out.cascade:
-                    out.settings[CASCADE_SETTING] = True
     return out
+
+
+def _yaml_words(path: str) -> list[str]:
+    """The options a `vllm serve --config FILE` stands for (read with pyyaml, as the engine does)."""
+    try:
+        import yaml  # noqa: F401 (only whether it is there)
+    except ImportError:
+        raise ValueError(f"--config {path} is a YAML file, and reading it needs pyyaml: "
+                         "`pip install pyyaml` beside ple4patch, or give its options in --serve-args") from None
+    if not os.path.isfile(path):
+        raise ValueError(f"--config {path}: no such file (a relative path is read from this directory)")
+    try:
+        return policy._ple4_yaml_words(path, None)
+    except ValueError:
+        raise
+    except Exception as exc:  # what yaml raises for a file it cannot read
+        raise ValueError(f"--config {path}: cannot read it as YAML ({type(exc).__name__}: {exc})") from None
 
 
 def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int:

@@ -192,8 +192,9 @@ def test_serve_args_parsing():
     o = preflight.parse_serve_args("Qwen/x --kernel-config='{\"ple_disk_cascade\": true}' -tp 2 --enforce-eager "
                                    "--load-format safetensors")
     assert (o.cascade, o.tensor_parallel_size) == (True, 2)
-    assert o.settings == {"--kernel-config ple_disk_cascade": True, "--load-format": "safetensors"}
-    for bad in ("--kernel-config '{not json'", "-tp four", "--load-format", "'unclosed"):
+    assert o.settings == {"--kernel-config ple_disk_cascade": ("explicit-true", "true"), "--load-format": "safetensors"}
+    for bad in ("--kernel-config '{not json'", "--kernel-config '[1]'", "-tp four", "--load-format", "'unclosed",
+                "--config /nonexistent/serve.yaml"):
         with pytest.raises(UsageError, match="--serve-args"):
             preflight.parse_serve_args(bad)
 
@@ -293,6 +294,40 @@ def test_a_release_without_a_host_budget_ignores_one(ckpt, wheelhouse, engine_ve
     r = preflight.run(ckpt, venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "0"}, meminfo_path=meminfo(), tp=2)
     assert r.data["memory"]["host_budget_bytes"] is None and r.data["memory"]["vram_rows_per_rank"] == 0
     assert any("no PLE host budget" in w["message"] for w in r.data["warnings"])
+
+
+@pytest.mark.parametrize("serve_args, cascade, shown", [
+    ("m --kernel-config.ple_disk_cascade true", True, "given by --kernel-config.ple_disk_cascade"),
+    ("m --kernel_config.ple_disk_cascade=yes", True, "given by --kernel-config.ple_disk_cascade"),
+    ("m --kernel_config '{\"ple_disk_cascade\": 1}'", True, None),
+    # the engine's config reads the text "false" as False (pydantic), not as a true string
+    ("m --kernel-config '{\"ple_disk_cascade\": \"false\"}'", False, None),
+    # the last --kernel-config wins, and the dotted form is appended after every plain one
+    ("m --kernel-config '{\"ple_disk_cascade\": true}' --kernel-config '{}'", None, None),
+    ("m --kernel-config.ple_disk_cascade false --kernel-config '{\"ple_disk_cascade\": true}'", False, None),
+])
+def test_serve_args_read_the_kernel_config_as_the_engine_merges_it(serve_args, cascade, shown):
+    o = preflight.parse_serve_args(serve_args)
+    assert o.cascade is cascade
+    setting = o.settings.get(preflight.CASCADE_SETTING)
+    assert (setting is not None) == bool(cascade)
+    if shown:
+        assert shown in setting[1]
+
+
+def test_serve_args_read_a_config_file_as_vllm_serve_does(tmp_path, monkeypatch):
+    pytest.importorskip("yaml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "serve.yaml").write_text("tensor-parallel-size: 4\nkernel-config:\n  ple_disk_cascade: true\n")
+    o = preflight.parse_serve_args("m --config serve.yaml")
+    assert (o.tensor_parallel_size, o.cascade) == (4, True)
+    assert o.settings[preflight.CASCADE_SETTING][1] == "true (given by kernel-config in --config serve.yaml)"
+    # the command line wins over the file (its options are read first)
+    o = preflight.parse_serve_args("m --config serve.yaml -tp 2 --kernel-config '{\"ple_disk_cascade\": false}'")
+    assert (o.tensor_parallel_size, o.cascade) == (2, False)
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(UsageError, match="--config list.yaml: a YAML mapping"):
+        preflight.parse_serve_args("m --config list.yaml")
 
 
 @pytest.fixture

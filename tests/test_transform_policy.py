@@ -162,11 +162,12 @@ def test_explicit_conflicts_are_refused_in_one_line(monkeypatch, environ, cfg_kw
     assert str(err.value).startswith(line_start) and "\n" not in str(err.value)
 
 
-def test_cascade_on_is_declined_not_refused_by_the_engine(monkeypatch):
+def test_cascade_on_in_the_config_alone_is_declined_not_refused(monkeypatch):
     """KernelConfig.ple_disk_cascade is a plain ``bool = True`` in the engine (vllm/config/kernel.py,
-    no record of who set it), so an explicit true cannot be told from the default at start-up: the
-    patched policy declines both and says why (the preflight, which reads the user's arguments,
-    refuses the explicit form: tests/test_preflight.py)."""
+    no record of who set it), so in the config an explicit true cannot be told from the default:
+    the patched policy declines both and says why. (An explicit true on the vLLM command line is
+    refused: tests/e2e/test_e2e_policy.py, tests/test_policy_command_line.py.)"""
+    monkeypatch.setattr("sys.argv", ["/home/me/script.py"])  # not a vLLM command line
     text = patch_policy_source(standin())
     mod = ph.load_policy(text, monkeypatch)
     cfg = ph.make_cfg("nvfp4_rowpacked")

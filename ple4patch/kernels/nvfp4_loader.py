@@ -99,6 +99,24 @@ def _ple4_cpu_offload_enabled() -> bool:
     return bool(ple_offload_enabled())
 
 
+def _ple4_typed_placement(field: str) -> bool:
+    """Whether the engine's typed PLE placement turns `field` (hybrid, cpu, disk) on, in releases
+    that have one: ``offload_config.ple``, a ``PlePlacementPolicy`` whose fields alias
+    VLLM_SM70_QWEN38_HYBRID_PLE, VLLM_PLE_CPU_OFFLOAD and VLLM_PLE_DISK_OFFLOAD, read through
+    ``ple_policy()`` (vllm/config/execution_policy.py, areslp/1Cat-vLLM
+    48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3; its ple_layer.py at 1af83d81 decides hybrid and
+    disk by it). The start-up policy writes its defaults there, not into the environment, and a
+    user can set them typed, so the variables alone do not tell."""
+    try:
+        from vllm.config.execution_policy import ple_policy
+    except ImportError:  # releases without typed placement: the variables decide
+        return False
+    try:
+        return bool(getattr(ple_policy(), field, None))
+    except Exception:  # a release whose policy cannot be read here has none to honour
+        return False
+
+
 def _ple4_gguf_active(quant_config) -> bool:
     get_name = getattr(quant_config, "get_name", None)
     if callable(get_name):
@@ -139,21 +157,22 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
             "pass --kernel-config '{\"ple_disk_cascade\": false}' (or patch the engine's start-up "
             "policy too: `ple4patch apply` on an engine with vllm/platforms/runtime_defaults.py)"
         )
-    if _ple4_cpu_offload_enabled() or is_offload_process():
+    if _ple4_cpu_offload_enabled() or is_offload_process() or _ple4_typed_placement("cpu"):
         raise RuntimeError(
             f"{what} keeps the PLE table in each GPU worker's pinned host memory and does not "
             "run with the PLE CPU-offload process: set VLLM_PLE_CPU_OFFLOAD=0 "
-            "(and turn any PLE cascade/disk offload off)"
+            "(offload_config.ple.cpu where the release has it; and turn any PLE cascade/disk "
+            "offload off)"
         )
-    if _ple4_env_flag("VLLM_PLE_DISK_OFFLOAD"):
+    if _ple4_env_flag("VLLM_PLE_DISK_OFFLOAD") or _ple4_typed_placement("disk"):
         raise RuntimeError(
             f"{what} does not support the PLE disk offload lane: set VLLM_PLE_DISK_OFFLOAD=0 "
-            "and VLLM_PLE_CPU_OFFLOAD=0"
+            "and VLLM_PLE_CPU_OFFLOAD=0 (offload_config.ple.disk and .cpu where the release has them)"
         )
-    if _ple4_env_flag("VLLM_SM70_QWEN38_HYBRID_PLE"):
+    if _ple4_env_flag("VLLM_SM70_QWEN38_HYBRID_PLE") or _ple4_typed_placement("hybrid"):
         raise RuntimeError(
             f"{what} does not support the hybrid PLE mode: set VLLM_SM70_QWEN38_HYBRID_PLE=0 "
-            "and VLLM_PLE_CPU_OFFLOAD=0"
+            "and VLLM_PLE_CPU_OFFLOAD=0 (offload_config.ple.hybrid and .cpu where the release has them)"
         )
     if _ple4_gguf_active(quant_config):
         raise RuntimeError(

@@ -15,11 +15,16 @@ Either way the GPU workers skip the embedding constructor.
 
 Two facts of the engine decide what can be refused at start-up:
 
-- ``KernelConfig.ple_disk_cascade`` is a plain ``bool = True`` (``vllm/config/kernel.py``, no
-  record of who set it), so an explicit ``--kernel-config '{"ple_disk_cascade": true}'`` looks
-  exactly like the default: the patched policy declines both and records why in
-  ``ple_disk_cascade_reason``. Only a tool that reads the user's own arguments (ple4patch's
-  preflight, ``--serve-args``) can refuse the explicit form.
+- ``KernelConfig.ple_disk_cascade`` is a plain ``bool = True`` (``vllm/config/kernel.py``,
+  1CatAI/1Cat-vLLM 00da9a304615b7a470feaf7c04366669c2011575: no record of who set it), so in the
+  config an explicit ``--kernel-config '{"ple_disk_cascade": true}'`` looks exactly like the
+  default: the patched policy declines both and records why in ``ple_disk_cascade_reason``. The
+  user's own words survive in the command line of the process that runs the policy (``vllm
+  serve ...``, whose ``sys.argv`` a spawned engine process inherits), so the policy reads the
+  kernel config from it as the engine's parser merges it (``ple4_policy_kernel_config``:
+  ``--kernel-config JSON``, ``--kernel-config.KEY VALUE``, ``--config FILE.yaml``; the last one
+  given wins) and refuses an explicit true there. ``LLM(kernel_config=...)`` in a script leaves
+  no such trace: it is declined, not refused.
 - ``EngineArgs.create_model_config`` (``vllm/engine/arg_utils.py``, 1CatAI/1Cat-vLLM
   ae13773a0deebf583022613c4508e5072cedef91) sets ``quantization`` and ``load_format`` to
   ``"gguf"`` when ``is_gguf(model)`` (a local ``.gguf`` file, a file with the GGUF magic, or a
@@ -68,7 +73,7 @@ PLE4_POLICY_RULES = (
         "--kernel-config ple_disk_cascade",
         ("explicit-true",),
         "the disk cascade spills the PLE table to mapped checkpoint storage",
-        "drop ple_disk_cascade from --kernel-config (or pass --kernel-config '{\"ple_disk_cascade\": false}')",
+        "drop ple_disk_cascade from the kernel config (or pass --kernel-config '{\"ple_disk_cascade\": false}')",
     ),
     (
         "--model",
@@ -174,8 +179,186 @@ def _ple4_policy_gguf_model(cfg) -> str | None:
     return None
 
 
-def ple4_policy_settings(cfg, defaults=None, environ=None) -> dict:
-    """The explicit settings of an engine config that the rules look at."""
+PLE4_POLICY_CASCADE = "--kernel-config ple_disk_cascade"
+PLE4_POLICY_CASCADE_KEY = "ple_disk_cascade"
+
+# How pydantic reads a bool field from text (lax mode), lower case: KernelConfig.ple_disk_cascade
+# is a pydantic dataclass field, so the engine takes "yes" or 1 as true.
+_PLE4_TRUE_WORDS = ("1", "on", "t", "true", "y", "yes")
+_PLE4_FALSE_WORDS = ("0", "off", "f", "false", "n", "no")
+
+
+def ple4_policy_bool(value):
+    """`value` as the engine's config reads a bool (True, False), or None when it reads none."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, float) and value in (0.0, 1.0):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _PLE4_TRUE_WORDS:
+            return True
+        if word in _PLE4_FALSE_WORDS:
+            return False
+    return None
+
+
+def _ple4_option_name(word: str) -> str:
+    """An option as the engine's parser spells it: ``_`` becomes ``-`` up to the first ``.`` (in
+    ``--key=value``, in the key only)
+    (``FlexibleArgumentParser.parse_args``, vllm/utils/argparse_utils.py, 1CatAI/1Cat-vLLM
+    92a785cb21e2b2acbd4be1dfd87e799c9c632a37)."""
+    key, eq, value = word.partition("=")
+    head, dot, tail = key.partition(".")
+    return head.replace("_", "-") + dot + tail + eq + value
+
+
+def _ple4_yaml_words(path, read_config) -> list:
+    """The words ``--config FILE`` stands for, as the engine's ``load_config_file`` makes them
+    (a dict value becomes JSON, a true bool a bare flag, a false bool nothing)."""
+    if read_config is not None:
+        return list(read_config(path))
+    import json
+
+    import yaml  # the engine depends on pyyaml; a tool without it passes read_config
+
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: a YAML mapping of options is expected")
+    words = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            if value:
+                words.append(f"--{key}")
+        elif isinstance(value, list):
+            if value:
+                words.append(f"--{key}")
+                words.extend(str(item) for item in value)
+        elif isinstance(value, dict):
+            words += [f"--{key}", json.dumps(value)]
+        else:
+            words += [f"--{key}", str(value)]
+    return words
+
+
+def _ple4_merge(into: dict, update: dict) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _ple4_merge(into[key], value)
+        elif isinstance(value, list) and isinstance(into.get(key), list):
+            into[key] = into[key] + value
+        else:
+            into[key] = value
+
+
+def ple4_policy_expand_config(args, read_config=None) -> list:
+    """The words of a vLLM command line with ``--config FILE`` replaced by the options of that YAML
+    file, placed before the others so that the command line wins (the engine's
+    ``_pull_args_from_config``), as (word, the file it came from or None)."""
+    words = [(str(w), None) for w in args]
+    plain = [w for w, _ in words]
+    if "--config" in plain:
+        at = plain.index("--config")
+        if at + 1 < len(words):
+            path = plain[at + 1]
+            from_file = [(w, path) for w in _ple4_yaml_words(path, read_config)]
+            words = from_file + words[:at] + words[at + 2 :]
+    return words
+
+
+def ple4_policy_kernel_config(args, read_config=None) -> tuple:
+    """(keys, given by) of the kernel config a vLLM command line sets, merged as the engine's parser
+    merges them, or ({}, None) when it sets none.
+
+    `args` are the words after the program name (``serve MODEL --kernel-config '{...}'``).
+    ``--config FILE`` is replaced by the options of that YAML file, before the other options so
+    that these win (`read_config(path)` gives its words; None reads it with pyyaml).
+    ``--kernel-config JSON`` and ``--kernel-config=JSON`` are one option whose last value wins;
+    ``--kernel-config.KEY VALUE`` (or ``=VALUE``, ``KEY+`` for a list) are merged into one JSON
+    value that the engine's parser appends after every other option, so it replaces a plain one.
+    A plain value that is not a JSON object raises ValueError naming the option.
+    """
+    import json
+
+    words = ple4_policy_expand_config(args, read_config)
+    plain, plain_from, dotted, dotted_from = None, None, {}, set()
+    i = 0
+    while i < len(words):
+        (word, source), i = words[i], i + 1
+        if not word.startswith("--"):
+            continue
+        key, eq, value = word.partition("=")
+        key = _ple4_option_name(key)
+        if key != "--kernel-config" and not key.startswith("--kernel-config."):
+            continue
+        if not eq:
+            if i >= len(words):
+                break  # the engine's parser reports the missing value
+            value, i = words[i][0], i + 1
+        if key == "--kernel-config":
+            plain, plain_from = value, source
+            continue
+        path_keys = key.split(".")[1:]
+        if path_keys and path_keys[-1].endswith("+"):
+            path_keys[-1] = path_keys[-1][:-1]
+            value = json.dumps(value.split(","))
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        for part in reversed(path_keys):
+            parsed = {part: parsed}
+        _ple4_merge(dotted, parsed)
+        dotted_from.add((path_keys[0] if path_keys else "", source))
+    if dotted:
+        sources = {src for top, src in dotted_from if top == PLE4_POLICY_CASCADE_KEY}
+        given_by = f"--kernel-config.{PLE4_POLICY_CASCADE_KEY}"
+        if sources and None not in sources:
+            given_by += f" in --config {sorted(sources)[0]}"
+        return dotted, given_by
+    if plain is None:
+        return {}, None
+    try:
+        keys = json.loads(plain)
+    except ValueError:
+        keys = None
+    if not isinstance(keys, dict):
+        raise ValueError(f"--kernel-config takes a JSON object, got {plain!r}")
+    return keys, "--kernel-config" if plain_from is None else f"kernel-config in --config {plain_from}"
+
+
+def ple4_policy_cli_cascade(args, read_config=None):
+    """What a vLLM command line sets ``KernelConfig.ple_disk_cascade`` to: (True or False, given by),
+    or None when it does not set it (or sets a value the engine's config would refuse)."""
+    keys, given_by = ple4_policy_kernel_config(args, read_config)
+    if PLE4_POLICY_CASCADE_KEY not in keys:
+        return None
+    value = ple4_policy_bool(keys[PLE4_POLICY_CASCADE_KEY])
+    return None if value is None else (value, given_by)
+
+
+def _ple4_policy_command_line():
+    """The words after the program name when this process runs a vLLM command line (the
+    ``vllm`` console script, ``python -m vllm.entrypoints...``), else None: a script that builds
+    an engine in Python has its own arguments, which are not the engine's."""
+    import os
+    import sys
+
+    argv = list(getattr(sys, "argv", None) or [])
+    if not argv:
+        return None
+    program = str(argv[0]).replace(os.sep, "/")
+    if os.path.basename(program) == "vllm" or "/vllm/entrypoints/" in program:
+        return argv[1:]
+    return None
+
+
+def ple4_policy_settings(cfg, defaults=None, environ=None, args=None) -> dict:
+    """The explicit settings of an engine config that the rules look at; `args` is the vLLM
+    command line (None: this process's, when it runs one)."""
     if environ is None:
         import os
 
@@ -186,6 +369,16 @@ def ple4_policy_settings(cfg, defaults=None, environ=None) -> dict:
             explicit, value = _ple4_policy_explicit(name, defaults, environ)
             if explicit:
                 settings[name] = value
+    if args is None:
+        args = _ple4_policy_command_line()
+    if args is not None:
+        try:
+            cascade = ple4_policy_cli_cascade(args)
+        except Exception:  # the engine's own parser has accepted these words; judge nothing more
+            cascade = None
+        if cascade is not None and cascade[0]:
+            shown = "true" if cascade[1] == "--kernel-config" else f"true (given by {cascade[1]})"
+            settings[PLE4_POLICY_CASCADE] = ("explicit-true", shown)
     gguf_model = _ple4_policy_gguf_model(cfg)
     if gguf_model is not None:  # the engine set --load-format/--quantization gguf from the model
         settings["--model"] = ("gguf-model", gguf_model)

@@ -330,6 +330,25 @@ def test_other_offload_modes_are_refused(standin_engine, monkeypatch, env, match
         h.build(standin_engine, h.make_config())
 
 
+@pytest.mark.parametrize("field, match", [
+    ("cpu", "VLLM_PLE_CPU_OFFLOAD=0"), ("disk", "VLLM_PLE_DISK_OFFLOAD=0"), ("hybrid", "VLLM_SM70_QWEN38_HYBRID_PLE=0"),
+])
+def test_typed_placement_is_refused_with_no_variable_set(engine, monkeypatch, field, match):
+    """Releases with typed PLE placement (offload_config.ple, areslp/1Cat-vLLM 48b2e9a6
+    vllm/config/execution_policy.py) keep the start-up policy's choice, or the user's typed one,
+    there and not in the environment: the loader reads it through ple_policy()."""
+    for name in ("VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE"):
+        monkeypatch.delenv(name, raising=False)
+    h.standin_vllm()
+    from vllm.config import VllmConfig
+
+    config = VllmConfig()
+    setattr(config.offload_config.ple, field, True)
+    config.offload_config.ple.sources[field] = "typed"
+    with h.engine_config(config), pytest.raises(RuntimeError, match=match):
+        h.build(engine, h.make_config())
+
+
 def test_offload_process_is_refused(standin_engine):
     with h.knobs(offload_process=True), pytest.raises(RuntimeError, match="VLLM_PLE_CPU_OFFLOAD=0"):
         h.build(standin_engine, h.make_config())

@@ -83,3 +83,39 @@ def test_under_the_stock_policy_an_admitted_cascade_is_refused_naming_the_option
         in_worker(monkeypatch, {}, admitted, engine_15a8)
     line = str(err.value)
     assert "disk cascade" in line and "--kernel-config '{\"ple_disk_cascade\": false}'" in line and "\n" not in line
+
+
+CASCADE_ON = '{"ple_disk_cascade": true}'
+
+
+@pytest.mark.parametrize("argv, given", [
+    (["/srv/engine/bin/vllm", "serve", "/models/q38", "--kernel-config", CASCADE_ON], "is set"),
+    (["/srv/engine/bin/vllm", "serve", "/models/q38", "--kernel_config.ple_disk_cascade=true"],
+     "given by --kernel-config.ple_disk_cascade"),
+    (["/srv/engine/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py",
+      "--model", "/models/q38", f"--kernel-config={CASCADE_ON}"], "is set"),
+])
+def test_patched_policy_refuses_the_cascade_forced_on_in_the_command_line(monkeypatch, argv, given):
+    """`vllm serve ... --kernel-config '{"ple_disk_cascade": true}'`: the config cannot tell it from
+    the default, but the command line of the process running the policy can; one line, before any
+    worker, naming the option."""
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(ValueError) as err:
+        start_up(monkeypatch, patched=True)
+    line = str(err.value)
+    assert line.startswith("ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but "
+                           "--kernel-config ple_disk_cascade=true"), line
+    assert given in line and "--kernel-config '{\"ple_disk_cascade\": false}'" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["/srv/engine/bin/vllm", "serve", "/models/q38", "--kernel-config", '{"ple_disk_cascade": false}'],
+    ["/srv/engine/bin/vllm", "serve", "/models/q38", "--kernel-config", CASCADE_ON,
+     "--kernel-config.ple_disk_cascade", "false"],  # the dotted form is merged last, and wins
+    # a script that builds the engine in Python: its arguments are its own, not the engine's
+    ["/home/me/bench.py", "--kernel-config", CASCADE_ON],
+])
+def test_patched_policy_pins_the_table_when_the_command_line_does_not_force_the_cascade(monkeypatch, argv):
+    monkeypatch.setattr("sys.argv", argv)
+    placement, admitted = start_up(monkeypatch, patched=True)
+    assert placement == {} and admitted is False
