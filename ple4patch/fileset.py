@@ -82,6 +82,7 @@ class ConfigPlacement:
     functions: tuple[str, ...]  # as `policy_file.config_placement` names them
     cascade: str | None  # `policy_file.config_cascade_form`
     venv: Path
+    unreadable: str | None = None  # why the file could not be read (then functions is empty)
 
     @property
     def defaults(self) -> tuple[str, ...]:
@@ -95,6 +96,10 @@ class ConfigPlacement:
 
     def note(self) -> str:
         """The one line status and apply say about it: the file, and what to do."""
+        if self.unreadable is not None:
+            return (f"{CONFIG_REL} cannot be read ({self.unreadable}), so whether it moves the PLE table "
+                    f"off the GPU workers by itself is unknown: start `vllm serve` with {self.skip} in "
+                    "its environment to be sure")
         if self.defaults:
             return (f"{CONFIG_REL} moves the PLE table off the GPU workers by itself on V100s "
                     f"({self.defaults[0]}), and ple4patch does not patch it: start `vllm serve` with "
@@ -110,12 +115,17 @@ class ConfigPlacement:
 
 def config_placement(engine: Engine) -> ConfigPlacement | None:
     """The automatic PLE placement of the engine's ``vllm/config/vllm.py``, or None (no such file,
-    unreadable, or it places nothing)."""
+    or it places nothing); a file there that cannot be read is said so (``unreadable``)."""
     path = engine.site_packages / CONFIG_REL
     try:
         text = readfile.read_regular(path, limit=CONFIG_READ_LIMIT).decode("utf-8", errors="replace")
-    except OSError:
+    except FileNotFoundError:
         return None
+    except (readfile.NotRegular, readfile.TooLarge) as exc:
+        found = exc.found if isinstance(exc, readfile.NotRegular) else f"larger than {exc.limit:,} bytes"
+        return ConfigPlacement(path, (), None, engine.venv, unreadable=found)
+    except OSError as exc:
+        return ConfigPlacement(path, (), None, engine.venv, unreadable=exc.strerror or type(exc).__name__)
     functions = _functions(text)
     return ConfigPlacement(path, functions, config_cascade_form(text), engine.venv) if functions else None
 

@@ -84,43 +84,47 @@ class ServeOptions:
 
 
 def parse_serve_args(text: str | None) -> ServeOptions:
-    """The options of a `vllm serve` command line that decide where the PLE table goes."""
+    """The options of a `vllm serve` command line that decide where the PLE table goes, read as the
+    engine's parser reads them: ``--config FILE.yaml`` stands for the options in that file (the
+    command line wins), ``_`` and ``-`` are the same in a name, and the kernel config is merged
+    by ``kernels.nvfp4_policy.ple4_policy_kernel_config``. A command line the engine's parser
+    would refuse is a usage error naming what to change."""
     out = ServeOptions()
     if not text:
         return out
     try:
-        words = shlex.split(text)
+        given = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
-    try:  # --config FILE stands for the options in that file, as in the engine's parser
-        cascade = policy.ple4_policy_cli_cascade(words, read_config=_yaml_words)
-        words = [word for word, _source in policy.ple4_policy_expand_config(words, read_config=_yaml_words)]
+    _check_config_option(given)
+    if given and not given[0].startswith("-"):  # `vllm serve MODEL [options]`: the CLI's model wins
+        out.model, out.model_option = given[0], given[0]
+    try:
+        cascade = policy.ple4_policy_cli_cascade(given, read_config=_yaml_words)
+        words = [word for word, _source in policy.ple4_policy_expand_config(given, read_config=_yaml_words)]
     except ValueError as exc:
         raise UsageError(f"--serve-args: {exc}") from None
     if cascade is not None:
         out.cascade = cascade[0]
         if out.cascade:
-            out.settings[CASCADE_SETTING] = ("explicit-true", "true" if cascade[1] == "--kernel-config"
-                                             else f"true (given by {cascade[1]})")
+            out.settings[CASCADE_SETTING] = ("explicit-true", policy.ple4_policy_cascade_shown(cascade[1]))
     words = [policy._ple4_option_name(w) if w.startswith("--") else w for w in words]
-    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--kernel-config",
-                   "--model")
-    if words and not words[0].startswith("-"):  # `vllm serve MODEL [options]`
-        out.model, out.model_option = words[0], words[0]
+    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--model")
     i = 0
     while i < len(words):
         word, value = words[i], None
         i += 1
         if word.startswith("--") and "=" in word:
             word, value = word.split("=", 1)
-        elif word in takes_value:
+        elif word in takes_value or (word.startswith("--") and policy.ple4_policy_is_kernel_config(word.split(".")[0])):
             if i >= len(words):
                 raise UsageError(f"--serve-args: {word} needs a value")
             value, i = words[i], i + 1
         if value is None:
             continue
         if word == "--model":
-            out.model, out.model_option = value, f"--model {value}"
+            if out.model is None or out.model_option.startswith("--model"):
+                out.model, out.model_option = value, f"--model {value}"
         elif word == "--load-format":
             out.settings["--load-format"] = value
         elif word in ("--quantization", "-q"):
@@ -134,21 +138,38 @@ def parse_serve_args(text: str | None) -> ServeOptions:
     return out
 
 
+CONFIG_FILE_SUFFIXES = (".yaml", ".yml")  # the engine's load_config_file takes only these
+
+
+def _check_config_option(words: list[str]) -> None:
+    """``--config`` as the engine's parser takes it: once, followed by a .yaml/.yml file."""
+    count = words.count("--config")
+    if count > 1:
+        raise UsageError("--serve-args: --config is given more than once; vllm serve takes one config file")
+    if count and words.index("--config") == len(words) - 1:
+        raise UsageError("--serve-args: --config needs a file (vllm serve --config FILE.yaml)")
+    if count:
+        path = words[words.index("--config") + 1]
+        if not path.lower().endswith(CONFIG_FILE_SUFFIXES):
+            raise UsageError(f"--serve-args: --config {path}: vllm serve reads only a .yaml or .yml config file")
+
+
 def _yaml_words(path: str) -> list[str]:
-    """The options a `vllm serve --config FILE` stands for (read with pyyaml, as the engine does)."""
+    """The options a `vllm serve --config FILE` stands for (read with pyyaml, as the engine does;
+    a relative path from this directory, where the shell would start vllm serve)."""
     try:
-        import yaml  # noqa: F401 (only whether it is there)
+        import yaml  # noqa: F401 (only whether it is there; libcst, which ple4patch needs, requires it)
     except ImportError:
         raise ValueError(f"--config {path} is a YAML file, and reading it needs pyyaml: "
                          "`pip install pyyaml` beside ple4patch, or give its options in --serve-args") from None
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise ValueError(f"--config {path}: no such file (a relative path is read from this directory)")
     try:
         return policy._ple4_yaml_words(path, None)
-    except ValueError:
-        raise
-    except Exception as exc:  # what yaml raises for a file it cannot read
-        raise ValueError(f"--config {path}: cannot read it as YAML ({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc}: give a regular YAML file of vllm serve options") from None
+    except OSError as exc:
+        raise ValueError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
 
 
 def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int:
@@ -203,13 +224,20 @@ def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dic
     return findings, files, s
 
 
-def environment_findings(settings: dict) -> list[Finding]:
-    """Every explicit setting the NVFP4 table refuses (the rules of the patched engine)."""
+def environment_findings(settings: dict, config: ConfigPlacement | None = None) -> list[Finding]:
+    """Every explicit setting the NVFP4 table refuses (the rules of the patched engine). Where the
+    release's ``vllm/config/vllm.py`` places the PLE table by itself, unsetting one of
+    `CONFIG_SKIPPED_BY` brings its default back, so the change is to set it to 0."""
     out = []
     for name, _conflicting, _why, change in policy.PLE4_POLICY_RULES:
         line = policy.ple4_policy_refusal(name, settings[name]) if name in settings else None
-        if line is not None:  # the engine's one-line refusal ends with what to change
-            out.append(Finding("environment", line.removesuffix(f": {change}"), blocks=True, change=change))
+        if line is None:
+            continue
+        line = line.removesuffix(f": {change}")  # the engine's one-line refusal ends with what to change
+        if config is not None and config.defaults and name in CONFIG_SKIPPED_BY:
+            change = (f"set {name}=0, not unset: unset, {CONFIG_REL} turns the PLE offload on again "
+                      f"({CONFIG_SKIP[0]}=1)")
+        out.append(Finding("environment", line, blocks=True, change=change))
     return out
 
 
@@ -220,21 +248,20 @@ def config_placement_findings(config: ConfigPlacement | None, settings: dict) ->
     NVFP4 table by itself (FP8 storage only, or only on `CASCADE_SWITCH`)."""
     if config is None:
         return []
+    if config.unreadable is not None:
+        return [Finding("placement", config.note())]
     out = []
-    for fn in config.defaults:
+    fns = " and ".join(config.defaults)
+    if config.defaults:
         skipped = [n for n in CONFIG_SKIPPED_BY if n in settings]
-        refused = [n for n in skipped if policy.ple4_policy_refusal(n, settings[n]) is not None]
         if skipped:
-            line = (f"the engine's SM70 Qwen3.8 PLE default ({fn} in {CONFIG_REL}) does not apply: "
-                    f"{', '.join(skipped)} is set in the environment")
-            if refused == skipped:  # the environment finding says to change it: unset, it comes back
-                line += f"; set it to 0 rather than unset it, or this default sets {CONFIG_SKIP[0]}=1 again"
-            out.append(Finding("placement", line))
+            out.append(Finding("placement", f"the engine's SM70 Qwen3.8 PLE default ({fns} in {CONFIG_REL}) "
+                               f"does not apply: {', '.join(skipped)} is set in the environment"))
         else:
-            sets = ", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn])
+            sets = "; ".join(", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn]) for fn in config.defaults)
             out.append(Finding(
                 "placement",
-                f"on a V100 in the SM70 Qwen3.8 dual-compile lane the engine sets {sets} ({fn} in "
+                f"on a V100 in the SM70 Qwen3.8 dual-compile lane the engine sets {sets} ({fns} in "
                 f"{CONFIG_REL}, which ple4patch does not patch), and the patched loader refuses the "
                 "offload process",
                 blocks=True, change=f"export {config.skip} (in the shell that starts vllm serve)",
@@ -342,7 +369,7 @@ def run(
     policy_state = next((f["state"] for f in file_states if f["path"] == POLICY_REL), None)
     findings = (
         files
-        + environment_findings(settings)
+        + environment_findings(settings, s.config)
         + placement_findings(s.engine, policy_state, settings, serve, s.config)
         + [f for f in [memory_finding(report.memory)] if f is not None]
     )

@@ -297,11 +297,15 @@ def test_no_note_without_the_placement(wheelhouse, engine_venv, pins, tmp_path):
             assert assess_set(find_engine(venv), m.load(mans, use_env=False)).config is None
 
 
-def test_an_unreadable_config_module_is_no_placement(config_venv, pins):
+def test_an_unreadable_config_module_is_said_so(config_venv, pins):
+    """Something other than a readable regular file at vllm/config/vllm.py: not read (never a
+    FIFO or a device), status still works and exits 0, and its note says the placement is
+    unknown and what makes the start safe either way."""
     path = kit.site_packages(config_venv) / CONFIG_REL
     path.unlink()
-    path.mkdir()  # a directory where the module belongs: not read, no note, status still works
+    path.mkdir()
     proc = kit.run_real("status", config_venv, env=kit.env_with([pins]))
-    assert proc.returncode == 0 and CONFIG_REL not in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and f"{CONFIG_REL} cannot be read" in proc.stdout, proc.stdout
     d = json.loads(kit.run_real("status", "--json", config_venv, env=kit.env_with([pins])).stdout)
-    assert not any(CONFIG_REL in n for n in d["notes"])
+    (note,) = [n for n in d["notes"] if CONFIG_REL in n]
+    assert "a directory" in note and "VLLM_PLE_CPU_OFFLOAD=0" in note

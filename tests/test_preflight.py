@@ -365,13 +365,15 @@ def test_config_era_automatic_placement_blocks_until_the_variable_is_set(ckpt, c
 
 def test_config_era_conflicting_value_is_changed_not_unset(ckpt, config_era_venv, meminfo):
     """VLLM_PLE_CPU_OFFLOAD=1 skips the default but the NVFP4 table refuses it; unsetting it
-    would bring the default back, so the placement line says to set it to 0."""
+    would bring the default back, so the one change named is to set it to 0 (and the placement
+    line does not say otherwise)."""
     r = run(ckpt, config_era_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
-    assert [area for area, _ in blockers(r)] == ["environment"]
+    (b,) = blockers(r)
+    assert b[0] == "environment"
+    (env,) = [f for f in r.data["preflight"]["findings"] if f["area"] == "environment"]
+    assert env["change"].startswith("set VLLM_PLE_CPU_OFFLOAD=0, not unset") and "unset VLLM" not in env["change"]
     line = placement(r)[0]["message"]
-    assert "set it to 0 rather than unset it" in line and not placement(r)[0]["blocks"]
-    r = run(ckpt, config_era_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1", "VLLM_PLE_DISK_OFFLOAD": "0"})
-    assert "rather than unset" not in placement(r)[0]["message"], "another variable keeps it skipped"
+    assert "does not apply" in line and "unset" not in line and not placement(r)[0]["blocks"]
 
 
 def test_config_era_text_fits_and_json_validates(ckpt, config_era_venv, monkeypatch):
@@ -408,3 +410,40 @@ def test_config_placement_findings_of_each_form(tmp_path, functions, cascade, bl
                for f in found if f.blocks)
     assert not any(f.blocks for f in preflight.config_placement_findings(config, {"VLLM_PLE_DISK_OFFLOAD": ""}))
     assert preflight.config_placement_findings(None, {}) == []
+
+
+def test_serve_args_keep_the_model_when_a_config_file_is_given(tmp_path, monkeypatch):
+    """`vllm serve /ckpt --config serve.yaml`: the command line's model stays the model (the engine
+    puts the file's options after it); a model only in the file is the file's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "port.yaml").write_text("port: 8001\n")
+    (tmp_path / "model.yaml").write_text("model: /models/in-file\n")
+    assert preflight.parse_serve_args("/ckpt --config port.yaml -tp 1").model == "/ckpt"
+    o = preflight.parse_serve_args("--config model.yaml")
+    assert (o.model, o.model_option) == ("/models/in-file", "--model /models/in-file")
+    assert preflight.parse_serve_args("/ckpt --config model.yaml").model == "/ckpt"
+
+
+@pytest.mark.parametrize("serve_args, match", [
+    ("m --config a.yaml --config b.yaml", "more than once"),
+    ("m --config", "--config needs a file"),
+    ("m --config serve.json", "only a .yaml or .yml"),
+    ("m --config fifo.yaml", "is not a regular file: give a regular YAML file"),
+    ("m --config dir.yaml", "is not a regular file|cannot read it"),
+    ("m --config bin.yaml", "is not UTF-8 text"),
+    ("m --config bad.yaml", "is not valid YAML"),
+    ("m --kernel-config x", r"quote it for the shell, as in --kernel-config '\{\"ple_disk_cascade\": false\}'"),
+    ("m --kernel-config.ple_disk_cascade", "--kernel-config.ple_disk_cascade needs a value"),
+])
+def test_serve_args_the_engine_would_refuse_are_usage_errors_naming_what_to_change(tmp_path, monkeypatch,
+                                                                                   serve_args, match):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "dir.yaml").mkdir()
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "bad.yaml").write_text("kernel-config: [unclosed\n")
+    with pytest.raises(UsageError, match=match) as err:
+        preflight.parse_serve_args(serve_args)
+    assert str(err.value).startswith("--serve-args: ")

@@ -27,7 +27,8 @@ from ple4patch.policy_file import config_placement
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines"
 # The file names of INDEX.md rows, and where each file lives in an installed engine.
 ENGINE_PATHS = {"ple_layer.py": TARGET_REL, "runtime_defaults.py": POLICY_REL, "vllm.py": CONFIG_REL,
-                "ple_offload_layer.py": "vllm/model_executor/layers/ple_offload_layer.py"}
+                "ple_offload_layer.py": "vllm/model_executor/layers/ple_offload_layer.py",
+                "argparse_utils.py": "vllm/utils/argparse_utils.py"}
 COLUMNS = ("label", "file", "repository", "commit", "date", "bytes", "sha256", "pin", "shape")
 
 
@@ -66,7 +67,7 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
         label, file, repo, commit, date, size, sha, pin, shape = cells
         if not (pin in ("main", "no") or re.fullmatch(r"release \S+", pin)):
             raise ValueError(f"INDEX.md row {label}: pin must be main, no or 'release <version>', not {pin!r}")
-        if file == "vllm.py" and pin != "no":
+        if file in ("vllm.py", "argparse_utils.py") and pin != "no":
             raise ValueError(f"INDEX.md row {label}: {CONFIG_REL} is never patched, so its pin must be no")
         rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, base / label / file))
     return rows

@@ -111,9 +111,14 @@ def _ple4_typed_placement(field: str) -> bool:
         from vllm.config.execution_policy import ple_policy
     except ImportError:  # releases without typed placement: the variables decide
         return False
+    except Exception as exc:  # a module that breaks on import: say so rather than guess
+        raise RuntimeError(
+            f"cannot read the engine's PLE placement (vllm.config.execution_policy: {exc!r}); "
+            "fix or reinstall the engine"
+        ) from exc
     try:
         return bool(getattr(ple_policy(), field, None))
-    except Exception:  # a release whose policy cannot be read here has none to honour
+    except Exception:  # no config resolved here: the variables and ple_offload_enabled() decide
         return False
 
 

@@ -22,8 +22,9 @@ Two facts of the engine decide what can be refused at start-up:
   user's own words survive in the command line of the process that runs the policy (``vllm
   serve ...``, whose ``sys.argv`` a spawned engine process inherits), so the policy reads the
   kernel config from it as the engine's parser merges it (``ple4_policy_kernel_config``:
-  ``--kernel-config JSON``, ``--kernel-config.KEY VALUE``, ``--config FILE.yaml``; the last one
-  given wins) and refuses an explicit true there. ``LLM(kernel_config=...)`` in a script leaves
+  ``--kernel-config JSON``, ``--kernel-config.KEY VALUE``, ``--config FILE.yaml``, an unambiguous
+  prefix such as ``--kernel``; the dotted forms apply after every plain one) and refuses an
+  explicit true there. ``LLM(kernel_config=...)`` in a script leaves
   no such trace: it is declined, not refused.
 - ``EngineArgs.create_model_config`` (``vllm/engine/arg_utils.py``, 1CatAI/1Cat-vLLM
   ae13773a0deebf583022613c4508e5072cedef91) sets ``quantization`` and ``load_format`` to
@@ -215,17 +216,37 @@ def _ple4_option_name(word: str) -> str:
     return head.replace("_", "-") + dot + tail + eq + value
 
 
+PLE4_POLICY_CONFIG_FILE_LIMIT = 1 << 20  # bytes of a --config YAML file the policy reads
+
+
 def _ple4_yaml_words(path, read_config) -> list:
     """The words ``--config FILE`` stands for, as the engine's ``load_config_file`` makes them
-    (a dict value becomes JSON, a true bool a bare flag, a false bool nothing)."""
+    (a dict value becomes JSON, a true bool a bare flag, a false bool nothing). Without
+    `read_config` only a regular file of at most PLE4_POLICY_CONFIG_FILE_LIMIT bytes is read
+    (never a FIFO: the engine's parser has read it already); anything else raises ValueError."""
     if read_config is not None:
         return list(read_config(path))
     import json
+    import os
+    import stat
 
-    import yaml  # the engine depends on pyyaml; a tool without it passes read_config
+    import yaml  # the engine depends on pyyaml (and so does libcst, under ple4patch)
 
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
+    with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"--config {path} is not a regular file")
+        if info.st_size > PLE4_POLICY_CONFIG_FILE_LIMIT:
+            raise ValueError(f"--config {path} is larger than {PLE4_POLICY_CONFIG_FILE_LIMIT} bytes")
+        raw = f.read(PLE4_POLICY_CONFIG_FILE_LIMIT + 1)
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"--config {path} is not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--config {path} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: a YAML mapping of options is expected")
     words = []
@@ -269,40 +290,52 @@ def ple4_policy_expand_config(args, read_config=None) -> list:
     return words
 
 
+_PLE4_KERNEL_CONFIG = "kernel-config"
+
+
+def ple4_policy_is_kernel_config(option: str) -> bool:
+    """Whether an option (as the engine's parser spells it, without any ``.KEY``) is
+    ``--kernel-config``: argparse takes an unambiguous prefix for the whole name (vLLM's parser
+    keeps ``allow_abbrev``), and ``--ke`` is where the name stops being shared (``--kv-...``)."""
+    name = option[2:] if option.startswith("--") else ""
+    return len(name) >= 2 and _PLE4_KERNEL_CONFIG.startswith(name)
+
+
 def ple4_policy_kernel_config(args, read_config=None) -> tuple:
     """(keys, given by) of the kernel config a vLLM command line sets, merged as the engine's parser
     merges them, or ({}, None) when it sets none.
 
     `args` are the words after the program name (``serve MODEL --kernel-config '{...}'``).
     ``--config FILE`` is replaced by the options of that YAML file, before the other options so
-    that these win (`read_config(path)` gives its words; None reads it with pyyaml).
-    ``--kernel-config JSON`` and ``--kernel-config=JSON`` are one option whose last value wins;
-    ``--kernel-config.KEY VALUE`` (or ``=VALUE``, ``KEY+`` for a list) are merged into one JSON
-    value that the engine's parser appends after every other option, so it replaces a plain one.
+    that these win (`read_config(path)` gives its words; None reads it with pyyaml). Of the plain
+    ``--kernel-config JSON`` (``=JSON``, or an unambiguous prefix such as ``--kernel``) the last
+    wins. ``--kernel-config.KEY VALUE`` pairs (``=VALUE``; ``KEY+`` for a list) merge into one JSON
+    value per spelling of the option, which the engine's parser appends after every other option,
+    in the order the spellings first appear: the last of those replaces everything before it.
     A plain value that is not a JSON object raises ValueError naming the option.
     """
     import json
 
     words = ple4_policy_expand_config(args, read_config)
-    plain, plain_from, dotted, dotted_from = None, None, {}, set()
+    plain, plain_from, dotted = None, None, {}  # dotted: spelling -> [keys, {top key: source}]
     i = 0
     while i < len(words):
         (word, source), i = words[i], i + 1
         if not word.startswith("--"):
             continue
-        key, eq, value = word.partition("=")
-        key = _ple4_option_name(key)
-        if key != "--kernel-config" and not key.startswith("--kernel-config."):
+        key, eq, value = _ple4_option_name(word).partition("=")
+        head, dot, rest = key.partition(".")
+        if not ple4_policy_is_kernel_config(head):
             continue
         if not eq:
             if i >= len(words):
                 break  # the engine's parser reports the missing value
             value, i = words[i][0], i + 1
-        if key == "--kernel-config":
+        if not dot:
             plain, plain_from = value, source
             continue
-        path_keys = key.split(".")[1:]
-        if path_keys and path_keys[-1].endswith("+"):
+        path_keys = rest.split(".")
+        if path_keys[-1].endswith("+"):
             path_keys[-1] = path_keys[-1][:-1]
             value = json.dumps(value.split(","))
         try:
@@ -311,14 +344,15 @@ def ple4_policy_kernel_config(args, read_config=None) -> tuple:
             parsed = value
         for part in reversed(path_keys):
             parsed = {part: parsed}
-        _ple4_merge(dotted, parsed)
-        dotted_from.add((path_keys[0] if path_keys else "", source))
+        entry = dotted.setdefault(head, [{}, {}])
+        _ple4_merge(entry[0], parsed)
+        entry[1][path_keys[0]] = source
     if dotted:
-        sources = {src for top, src in dotted_from if top == PLE4_POLICY_CASCADE_KEY}
-        given_by = f"--kernel-config.{PLE4_POLICY_CASCADE_KEY}"
-        if sources and None not in sources:
-            given_by += f" in --config {sorted(sources)[0]}"
-        return dotted, given_by
+        head, (keys, sources) = list(dotted.items())[-1]
+        given_by = f"{head}.{PLE4_POLICY_CASCADE_KEY}"
+        if sources.get(PLE4_POLICY_CASCADE_KEY) is not None:
+            given_by += f" in --config {sources[PLE4_POLICY_CASCADE_KEY]}"
+        return keys, given_by
     if plain is None:
         return {}, None
     try:
@@ -326,7 +360,10 @@ def ple4_policy_kernel_config(args, read_config=None) -> tuple:
     except ValueError:
         keys = None
     if not isinstance(keys, dict):
-        raise ValueError(f"--kernel-config takes a JSON object, got {plain!r}")
+        raise ValueError(
+            f"--kernel-config takes one JSON object, got {plain!r}: quote it for the shell, "
+            "as in --kernel-config '{\"ple_disk_cascade\": false}'"
+        )
     return keys, "--kernel-config" if plain_from is None else f"kernel-config in --config {plain_from}"
 
 
@@ -340,6 +377,11 @@ def ple4_policy_cli_cascade(args, read_config=None):
     return None if value is None else (value, given_by)
 
 
+def ple4_policy_cascade_shown(given_by: str) -> str:
+    """How a refusal shows an explicit true cascade: with where it came from unless plain."""
+    return "true" if given_by == "--kernel-config" else f"true (given by {given_by})"
+
+
 def _ple4_policy_command_line():
     """The words after the program name when this process runs a vLLM command line (the
     ``vllm`` console script, ``python -m vllm.entrypoints...``), else None: a script that builds
@@ -351,7 +393,7 @@ def _ple4_policy_command_line():
     if not argv:
         return None
     program = str(argv[0]).replace(os.sep, "/")
-    if os.path.basename(program) == "vllm" or "/vllm/entrypoints/" in program:
+    if os.path.basename(program) == "vllm" or "/vllm/entrypoints/" in "/" + program:
         return argv[1:]
     return None
 
@@ -369,16 +411,14 @@ def ple4_policy_settings(cfg, defaults=None, environ=None, args=None) -> dict:
             explicit, value = _ple4_policy_explicit(name, defaults, environ)
             if explicit:
                 settings[name] = value
-    if args is None:
-        args = _ple4_policy_command_line()
-    if args is not None:
-        try:
-            cascade = ple4_policy_cli_cascade(args)
-        except Exception:  # the engine's own parser has accepted these words; judge nothing more
-            cascade = None
-        if cascade is not None and cascade[0]:
-            shown = "true" if cascade[1] == "--kernel-config" else f"true (given by {cascade[1]})"
-            settings[PLE4_POLICY_CASCADE] = ("explicit-true", shown)
+    try:
+        if args is None:
+            args = _ple4_policy_command_line()
+        cascade = None if args is None else ple4_policy_cli_cascade(args)
+    except Exception:  # the engine's own parser has accepted these words; judge nothing more
+        cascade = None
+    if cascade is not None and cascade[0]:
+        settings[PLE4_POLICY_CASCADE] = ("explicit-true", ple4_policy_cascade_shown(cascade[1]))
     gguf_model = _ple4_policy_gguf_model(cfg)
     if gguf_model is not None:  # the engine set --load-format/--quantization gguf from the model
         settings["--model"] = ("gguf-model", gguf_model)
