@@ -51,6 +51,13 @@ from vllm.utils.torch_utils import (
 
 from ple4patch.kernels.nvfp4_gather import ple4_nvfp4_gather
 from ple4patch.kernels.nvfp4_host import Ple4NvFp4Tiers, ple4_plan_placement
+from ple4patch.kernels.nvfp4_policy import (
+    PLE4_POLICY_CASCADE,
+    _ple4_policy_command_line,
+    ple4_policy_cascade_shown,
+    ple4_policy_cli_cascade,
+    ple4_policy_refusal,
+)
 
 _ple4_logger = init_logger(__name__)
 
@@ -99,6 +106,20 @@ def _ple4_cpu_offload_enabled() -> bool:
     return bool(ple_offload_enabled())
 
 
+def _ple4_cli_cascade_forced() -> str | None:
+    """The refusal line when this process runs a vLLM command line that sets
+    ``ple_disk_cascade`` true (``kernels.nvfp4_policy``'s reader, as the engine's parser merges
+    the kernel config), else None; a command line it cannot read judges nothing."""
+    try:
+        args = _ple4_policy_command_line()
+        cascade = None if args is None else ple4_policy_cli_cascade(args)
+    except Exception:  # the engine's own parser accepted these words: judge nothing more
+        return None
+    if cascade is None or not cascade[0]:
+        return None
+    return ple4_policy_refusal(PLE4_POLICY_CASCADE, ("explicit-true", ple4_policy_cascade_shown(cascade[1])))
+
+
 def _ple4_typed_placement(field: str) -> bool:
     """Whether the engine's typed PLE placement turns `field` (hybrid, cpu, disk) on, in releases
     that have one: ``offload_config.ple``, a ``PlePlacementPolicy`` whose fields alias
@@ -145,7 +166,13 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
     guard ``ple4_nvfp4_install`` puts around it.
     """
     what = f"ple_embedding_dtype={_ple4_NVFP4_DTYPE!r}"
-    # First: an admitted cascade also turns the engine's offload switch on (ple_offload_enabled
+    # The disk cascade forced on in the vLLM command line (which a worker process inherits): the
+    # patched start-up policy refuses it in the front end; a release without that policy file
+    # (its placement in vllm/config/vllm.py) reaches the worker with it, and the line is the same.
+    forced = _ple4_cli_cascade_forced()
+    if forced is not None:
+        raise RuntimeError(forced)
+    # Next: an admitted cascade also turns the engine's offload switch on (ple_offload_enabled
     # reads KernelConfig.ple_disk_cascade_active), and its remedy is the kernel-config option.
     cascade = _ple4_engine_helper("ple_cascade_configured")
     if cascade is not None and cascade():

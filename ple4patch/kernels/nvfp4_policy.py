@@ -38,7 +38,9 @@ before the engine allocates anything, an explicit setting that would move the ta
 before the engine (ple4patch's preflight) applies the same rules without vllm or torch.
 
 Everything here is plain Python (no torch, no imports at module level): this module is injected
-as it is into the policy file, and ``ple4patch`` imports it too.
+as it is into the policy file and into ``ple_layer.py`` (whose loader refuses in a GPU worker the
+cascade forced on in the command line, for releases without the policy file), and ``ple4patch``
+imports it too.
 """
 
 PLE4_POLICY_DTYPE = "nvfp4_rowpacked"

@@ -13,7 +13,7 @@ from ..errors import TransformError
 
 # The class every change of the patch hangs on, and the engine modules the patch injects.
 NGRAM_CLASS = "Qwen4ExpNGramEmbedding"
-INJECTED_MODULES = ("nvfp4_gather", "nvfp4_host", "nvfp4_loader")  # in injection order
+INJECTED_MODULES = ("nvfp4_policy", "nvfp4_gather", "nvfp4_host", "nvfp4_loader")  # in injection order
 INJECTED_PACKAGE = "ple4patch.kernels"
 
 BLOCK_BEGIN = "# >>> ple4patch: injected NVFP4 row-packed PLE support"

@@ -349,6 +349,29 @@ def test_typed_placement_is_refused_with_no_variable_set(engine, monkeypatch, fi
         h.build(engine, h.make_config())
 
 
+@pytest.mark.parametrize("argv, refused", [
+    (["/opt/engine/bin/vllm", "serve", "/models/q38", "--kernel-config", '{"ple_disk_cascade": true}'], True),
+    (["/opt/engine/bin/vllm", "serve", "/models/q38", "--kernel.ple_disk_cascade", "yes"], True),
+    (["/opt/engine/bin/vllm", "serve", "/models/q38", "--kernel-config", '{"ple_disk_cascade": false}'], False),
+    (["/home/me/script.py", "--kernel-config", '{"ple_disk_cascade": true}'], False),
+])
+def test_the_cascade_forced_on_in_the_command_line_is_refused_in_the_worker(engine, monkeypatch, argv, refused):
+    """A release without the start-up policy file (its placement in vllm/config/vllm.py, which
+    ple4patch does not patch) reaches the GPU worker with the user's --kernel-config; the worker
+    inherits the command line (multiprocessing's spawn sets sys.argv from the parent's), and the
+    patched layer refuses it in the policy's own words."""
+    monkeypatch.setattr("sys.argv", argv)
+    if not refused:
+        h.build(engine, h.make_config())
+        return
+    with pytest.raises(RuntimeError) as err:
+        h.build(engine, h.make_config())
+    line = str(err.value)
+    assert line.startswith("ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but "
+                           "--kernel-config ple_disk_cascade=true"), line
+    assert "--kernel-config '{\"ple_disk_cascade\": false}'" in line and "\n" not in line
+
+
 def test_offload_process_is_refused(standin_engine):
     with h.knobs(offload_process=True), pytest.raises(RuntimeError, match="VLLM_PLE_CPU_OFFLOAD=0"):
         h.build(standin_engine, h.make_config())
