@@ -372,6 +372,15 @@ def test_the_cascade_forced_on_in_the_command_line_is_refused_in_the_worker(engi
     assert "--kernel-config '{\"ple_disk_cascade\": false}'" in line and "\n" not in line
 
 
+def test_the_command_line_cascade_leaves_an_fp8_table_to_the_engine(engine, monkeypatch):
+    """Only an NVFP4 request is judged: an FP8 checkpoint under the same command line builds as
+    the stock engine builds it."""
+    argv = ["/opt/engine/bin/vllm", "serve", "/m", "--kernel-config", '{"ple_disk_cascade": true}']
+    monkeypatch.setattr("sys.argv", argv)
+    model = h.build(engine, h.make_config(ple_embedding_dtype="float8_e4m3fn"))
+    assert type(model.ngram_embedding).__name__ != "Ple4NvFp4PinnedEmbedding"
+
+
 def test_offload_process_is_refused(standin_engine):
     with h.knobs(offload_process=True), pytest.raises(RuntimeError, match="VLLM_PLE_CPU_OFFLOAD=0"):
         h.build(standin_engine, h.make_config())
