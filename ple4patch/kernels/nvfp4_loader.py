@@ -124,10 +124,12 @@ def _ple4_typed_placement(field: str) -> bool:
     """Whether the engine's typed PLE placement turns `field` (hybrid, cpu, disk) on, in releases
     that have one: ``offload_config.ple``, a ``PlePlacementPolicy`` whose fields alias
     VLLM_SM70_QWEN38_HYBRID_PLE, VLLM_PLE_CPU_OFFLOAD and VLLM_PLE_DISK_OFFLOAD, read through
-    ``ple_policy()`` (vllm/config/execution_policy.py, areslp/1Cat-vLLM
-    48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3; its ple_layer.py at 1af83d81 decides hybrid and
-    disk by it). The start-up policy writes its defaults there, not into the environment, and a
-    user can set them typed, so the variables alone do not tell."""
+    ``ple_policy()`` (vllm/config/execution_policy.py, 1CatAI/1Cat-vLLM
+    108da48ef1a93cdf95a10d9206961bf54b1bdaf0 and areslp/1Cat-vLLM
+    48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3, whose ple_layer.py at 1af83d81 decides hybrid and
+    disk by it). The start-up policy writes its defaults there (``PolicyDefaults.__setitem__``,
+    vllm/config/policy_defaults.py at 1CatAI 18784e02741b8610dbca8192d2045fdeec932600), not into
+    the environment, and a user can set them typed, so the variables alone do not tell."""
     try:
         from vllm.config.execution_policy import ple_policy
     except ImportError:  # releases without typed placement: the variables decide
