@@ -267,3 +267,20 @@ def test_standin_engine_file():
     assert path is not None, "tests/fixtures/standin_engine is missing its ple_layer.py"
     patched = _check_patched(path.read_text(encoding="utf-8"))
     assert "\nimport triton\nimport triton.language as tl\n" in patched  # it lacks them
+
+
+@pytest.mark.parametrize("binding", [
+    "if TYPE_CHECKING:\n    ple4_nvfp4_gather = None\n",
+    "try:\n    from x import ple4_nvfp4_gather\nexcept ImportError:\n    pass\n",
+    "try:\n    pass\nexcept ImportError:\n    def ple4_nvfp4_gather():\n        pass\n",
+    "if a:\n    pass\nelif b:\n    pass\nelse:\n    class ple4_nvfp4_gather:\n        pass\n",
+    "with x:\n    ple4_nvfp4_gather = 1\n",
+])
+def test_an_injected_name_bound_inside_a_top_level_block_is_a_clash(binding):
+    """A target that binds an injected name at module level, even inside an if/try/with block,
+    is patched or foreign: refused, not shadowed."""
+    from ple4patch.transform._common import module_level_names
+
+    tree = cst.parse_module(binding + "def f():\n    ple4_local = 1\n")
+    names = module_level_names(tree)
+    assert "ple4_nvfp4_gather" in names and "ple4_local" not in names

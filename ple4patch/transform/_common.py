@@ -99,6 +99,39 @@ def top_level_definitions(module: cst.Module) -> dict[str, str]:
     return names
 
 
+def module_level_names(module: cst.Module) -> set[str]:
+    """Every name the module binds at module level, also inside a top-level ``if``/``try``/``with``/
+    loop body (``if TYPE_CHECKING:``, ``try: import x``), but not inside a function or class: what
+    injected top-level names must not collide with."""
+    names: set[str] = set()
+
+    def visit(stmts) -> None:
+        block = cst.Module(body=list(stmts))
+        names.update(top_level_definitions(block))
+        names.update(top_level_imports(block))
+        for stmt in stmts:
+            if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+                for inner in _inner_blocks(stmt):
+                    visit(inner)
+
+    visit(module.body)
+    return names
+
+
+def _inner_blocks(stmt: cst.CSTNode) -> list:
+    """The statement lists directly inside a compound statement: each branch of an ``if``, the
+    parts of a ``try``, the body and ``else`` of a loop, the body of a ``with``."""
+    out, todo = [], [stmt]
+    while todo:
+        node = todo.pop()
+        body = getattr(node, "body", None)
+        if isinstance(body, cst.IndentedBlock):
+            out.append(body.body)
+        todo += [c for c in (getattr(node, "orelse", None), getattr(node, "finalbody", None)) if c is not None]
+        todo += list(getattr(node, "handlers", ()) or ())
+    return out
+
+
 def top_level_imports(module: cst.Module) -> dict[str, str]:
     """Names bound at module level by import lines: name -> source (first binding wins)."""
     bound: dict[str, str] = {}

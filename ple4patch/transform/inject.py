@@ -17,9 +17,8 @@ from ._common import (
     NGRAM_CLASS,
     InjectedModule,
     find_class,
+    module_level_names,
     one,
-    top_level_definitions,
-    top_level_imports,
 )
 
 ANCHOR = "__all__"
@@ -72,7 +71,7 @@ class InjectBlock(CodemodCommand):
         class_index, _ = find_class(tree)
         if class_index > index:
             raise TransformError(ANCHOR, f"'__all__' comes before class {NGRAM_CLASS}; expected it after")
-        existing = set(top_level_definitions(tree)) | set(top_level_imports(tree))
+        existing = module_level_names(tree)
         clashes = sorted({n for mod in self.injected for n in mod.defines} & existing)
         if clashes:
             raise TransformError(

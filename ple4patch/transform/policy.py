@@ -31,7 +31,7 @@ from libcst.codemod import CodemodCommand, CodemodContext
 from ..errors import TransformError
 from ..policy_file import AUTO_DISK_FUNCTION, CASCADE_FUNCTION, ENTRY_FUNCTION
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
-from ._common import INJECTED_PACKAGE, one, split_injected, top_level_definitions, top_level_imports
+from ._common import INJECTED_PACKAGE, module_level_names, one, split_injected
 
 POLICY_MODULE = "nvfp4_policy"
 BLOCK_BEGIN = "# >>> ple4patch: injected NVFP4 PLE placement policy"
@@ -76,7 +76,7 @@ class InjectPolicyBlock(CodemodCommand):
         if injected.imports:
             raise TransformError(f"injected module {INJECTED_PACKAGE}.{POLICY_MODULE}", "must not import at module level")
         index, fn = _top_function(tree, ENTRY_FUNCTION)
-        clashes = sorted(set(injected.defines) & (set(top_level_definitions(tree)) | set(top_level_imports(tree))))
+        clashes = sorted(set(injected.defines) & module_level_names(tree))
         if clashes:
             raise TransformError("injected names", f"the target already defines {', '.join(clashes[:5])}; it is patched or foreign")
         text = "\n".join([
