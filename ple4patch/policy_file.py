@@ -1,6 +1,8 @@
 """Where a release places the PLE table by itself at start-up: the functions, by their names.
 
-Two eras of 1Cat-vLLM, told apart by plain text checks (no libcst: ``status`` uses them):
+Two eras of 1Cat-vLLM, told apart by the module-level ``def`` lines of the text, read with
+the standard tokenizer so that a string showing one is not counted (no libcst: ``status`` uses
+them):
 
 - The start-up policy file ``vllm/platforms/runtime_defaults.py`` (1CatAI/1Cat-vLLM
   51c0f97201a70a644a80ac21d292a15eff0dc4e6) holds ``apply_runtime_policy_defaults``, which calls
@@ -32,7 +34,9 @@ Two eras of 1Cat-vLLM, told apart by plain text checks (no libcst: ``status`` us
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
 ENTRY_FUNCTION = "apply_runtime_policy_defaults"
 AUTO_DISK_FUNCTION = "_apply_sm70_qwen38_disk_ple_defaults"
@@ -59,7 +63,28 @@ CASCADE_SWITCH = "VLLM_QWEN4EXP_PLE_DISK"
 CASCADE_STORAGE_CHECK = "_get_ple_embedding_quant_method"
 
 
-def _defines(text: str, name: str) -> bool:
+def _module_defs(text: str) -> frozenset[str] | None:
+    """The names of the functions defined at module level (a ``def`` at column 0, outside any
+    string), or None when the text does not tokenize (then `_defines` falls back to lines)."""
+    names = set()
+    after_def = False
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if after_def and tok.type == tokenize.NAME:
+                names.add(tok.string)
+            after_def = tok.type == tokenize.NAME and tok.string == "def" and tok.start[1] == 0
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return None
+    return frozenset(names)
+
+
+def _defines(text: str, name: str, defs: frozenset[str] | None = None) -> bool:
+    """Whether `name` is a module-level function of the text: a ``def`` at column 0 that is code,
+    not the text of a docstring or another string."""
+    if defs is None:
+        defs = _module_defs(text)
+    if defs is not None:
+        return name in defs
     return re.search(rf"^def {re.escape(name)}\(", text, re.MULTILINE) is not None
 
 
@@ -71,13 +96,16 @@ def _body(text: str, name: str) -> str:
 
 def places_ple(text: str) -> bool:
     """Whether a policy file's text defines the entry point and a PLE placement function."""
-    return _defines(text, ENTRY_FUNCTION) and (_defines(text, AUTO_DISK_FUNCTION) or _defines(text, CASCADE_FUNCTION))
+    defs = _module_defs(text)
+    return _defines(text, ENTRY_FUNCTION, defs) and (
+        _defines(text, AUTO_DISK_FUNCTION, defs) or _defines(text, CASCADE_FUNCTION, defs))
 
 
 def config_placement(text: str) -> tuple[str, ...]:
     """The placement functions a ``vllm/config/vllm.py`` defines at module level, in the order of
     `CONFIG_FUNCTIONS` (empty: that module places no PLE table)."""
-    return tuple(name for name in CONFIG_FUNCTIONS if _defines(text, name))
+    defs = _module_defs(text)
+    return tuple(name for name in CONFIG_FUNCTIONS if _defines(text, name, defs))
 
 
 def config_cascade_form(text: str) -> str | None:

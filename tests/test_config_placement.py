@@ -61,6 +61,24 @@ def test_detector_finds_module_level_definitions_only():
     assert policy_file.config_placement(text) == (HYBRID_FUNCTION, "_apply_sm70_qwen38_disk_ple_defaults")
 
 
+def test_detector_does_not_count_a_definition_inside_a_string():
+    # A docstring or an embedded snippet that shows the function at column 0 is not the function.
+    shown = '_DOC = """\nExample:\ndef _apply_sm70_qwen38_hybrid_ple_defaults(parallel_config):\n"""\n'
+    assert policy_file.config_placement(shown) == ()
+    defined = shown + "\ndef _apply_sm70_qwen38_hybrid_ple_defaults(parallel_config):\n    pass\n"
+    assert policy_file.config_placement(defined) == (HYBRID_FUNCTION,)
+    # The policy file's entry point likewise.
+    entry = "def _qwen4exp_ple_cascade_requested(cfg):\n    pass\n"
+    assert not policy_file.places_ple(entry + "s = '''\ndef apply_runtime_policy_defaults(cfg):\n'''\n")
+    assert policy_file.places_ple(entry + "def apply_runtime_policy_defaults(cfg):\n    pass\n")
+
+
+def test_detector_reads_lines_when_the_text_does_not_tokenize():
+    # An unterminated string: the detector still answers (from the lines), never raises.
+    text = 'def _apply_sm70_qwen38_hybrid_ple_defaults(parallel_config):\n    x = """never closed\n'
+    assert policy_file.config_placement(text) == (HYBRID_FUNCTION,)
+
+
 @pytest.mark.parametrize("body, form", [
     ("    if not envs.VLLM_QWEN4EXP_PLE_DISK:\n        return False\n    return True\n", "switch"),
     ("    from x import _get_ple_embedding_quant_method\n    return _get_ple_embedding_quant_method(c)\n",
