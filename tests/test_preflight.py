@@ -109,9 +109,9 @@ def test_explicit_settings_turn_the_automatic_placement_off(ckpt, set_venv, pins
 
 
 @pytest.mark.parametrize("environ, serve_args, setting, change", [
-    ({"VLLM_PLE_CPU_OFFLOAD": "1"}, None, "VLLM_PLE_CPU_OFFLOAD=1", "unset VLLM_PLE_CPU_OFFLOAD"),
-    ({"VLLM_PLE_DISK_OFFLOAD": "true"}, None, "VLLM_PLE_DISK_OFFLOAD=true", "unset VLLM_PLE_DISK_OFFLOAD"),
-    ({"VLLM_SM70_QWEN38_HYBRID_PLE": "1"}, None, "VLLM_SM70_QWEN38_HYBRID_PLE=1", "unset VLLM_SM70_QWEN38_HYBRID_PLE"),
+    ({"VLLM_PLE_CPU_OFFLOAD": "1"}, None, "VLLM_PLE_CPU_OFFLOAD=1", "set VLLM_PLE_CPU_OFFLOAD=0"),
+    ({"VLLM_PLE_DISK_OFFLOAD": "true"}, None, "VLLM_PLE_DISK_OFFLOAD=true", "set VLLM_PLE_DISK_OFFLOAD=0"),
+    ({"VLLM_SM70_QWEN38_HYBRID_PLE": "1"}, None, "VLLM_SM70_QWEN38_HYBRID_PLE=1", "set VLLM_SM70_QWEN38_HYBRID_PLE=0"),
     ({}, "--kernel-config '{\"ple_disk_cascade\": true}'", "ple_disk_cascade=true", "drop ple_disk_cascade"),
     ({}, "--load-format gguf", "--load-format=gguf", "drop --load-format gguf"),
     ({}, "--max-model-len 4096 -q gguf", "--quantization=gguf", "drop --quantization gguf"),
@@ -207,7 +207,7 @@ def test_cli_text_fits_and_json_validates(ckpt, set_venv, pins_env):
     assert all(len(line) <= 100 for line in out.splitlines()), out
     lines = out.splitlines()
     assert lines[-1].startswith("WILL NOT START") and any(line.startswith("files       ! ") for line in lines)
-    assert any("change: unset VLLM_PLE_CPU_OFFLOAD" in line for line in lines)
+    assert any("change: set VLLM_PLE_CPU_OFFLOAD=0" in line for line in lines)
     res = CliRunner().invoke(main, ["inspect", str(ckpt), str(set_venv), "--json"], env={"VLLM_PLE_CPU_OFFLOAD": "1"})
     d = kit.validate(json.loads(res.stdout))
     assert d["preflight"]["settings"] == {"VLLM_PLE_CPU_OFFLOAD": "1"} and d["ok"] is False

@@ -34,7 +34,7 @@ REAL = REPO / "tests/data/engines/main-51c0f972/runtime_defaults.py"
 CPU_LINE = (
     "ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but "
     "VLLM_PLE_CPU_OFFLOAD=1 is set (the CPU-offload process keeps the PLE table out of the GPU "
-    "workers): unset VLLM_PLE_CPU_OFFLOAD (or set VLLM_PLE_CPU_OFFLOAD=0)"
+    "workers): set VLLM_PLE_CPU_OFFLOAD=0"
 )
 
 

@@ -184,7 +184,7 @@ def ple4_nvfp4_check_modes(quant_config=None) -> None:
         if _ple4_env_flag("VLLM_QWEN4EXP_PLE_DISK"):
             raise RuntimeError(
                 f"{what} does not support the PLE disk cascade that VLLM_QWEN4EXP_PLE_DISK turns on: "
-                "unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)"
+                "set VLLM_QWEN4EXP_PLE_DISK=0"
             )
         raise RuntimeError(
             f"{what} does not support the PLE disk cascade the engine admitted at start-up: "

@@ -102,4 +102,4 @@ def test_package_module_imports_against_the_standin_vllm(monkeypatch):
         loader.ple4_nvfp4_check_modes(None)
     assert str(err.value) == (
         "ple_embedding_dtype='nvfp4_rowpacked' does not support the PLE disk cascade that "
-        "VLLM_QWEN4EXP_PLE_DISK turns on: unset VLLM_QWEN4EXP_PLE_DISK (or set VLLM_QWEN4EXP_PLE_DISK=0)")
+        "VLLM_QWEN4EXP_PLE_DISK turns on: set VLLM_QWEN4EXP_PLE_DISK=0")
