@@ -24,6 +24,10 @@ Before a 100 GB model takes minutes to start, one verdict from what can be read 
   them is in the environment at all, lines 2127-2149): that start is judged from the
   environment given, and ``export VLLM_PLE_CPU_OFFLOAD=0`` is the change.
 
+An FP8 table is read by the engine as installed (stock reads FP8; the patched policy and loader
+act on an NVFP4 request only): for it the patch state and the NVFP4 rules block nothing, and only
+the memory and the checkpoint's own problems can.
+
 Reads files only: no torch, no engine import. The environment is this process's (the shell
 `vllm serve` will be started from), unless given.
 """
@@ -39,6 +43,7 @@ from . import engine as engine_mod
 from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
+from .ckpt.layout import STOCK_ENGINE_READS
 from .ckpt.memory import gib
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
@@ -203,8 +208,10 @@ def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
     return settings
 
 
-def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dict], object]:
-    """The patch state of every file of the engine's set, and the set's assessment."""
+def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tuple[list[Finding], list[dict], object]:
+    """The patch state of every file of the engine's set, and the set's assessment. With
+    `needs_patch` False (every table is one the engine reads as installed: FP8) a file that is
+    not patched blocks nothing: the patch is for an NVFP4 table."""
     eng = engine_mod.find_engine(venv)
     eng.require_target()
     s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
@@ -217,6 +224,9 @@ def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dic
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
                                     f"`ple4patch apply {eng.venv}` updates it"))
+        elif not needs_patch:
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
+                                    "(the engine reads it as installed)"))
         else:
             fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `ple4patch apply {eng.venv}`"
                    if a.state is State.MODIFIED else f"ple4patch apply {eng.venv}")
@@ -364,15 +374,20 @@ def run(
     serve = parse_serve_args(serve_args)
     tp = reconcile(checkpoint, tp, serve)
     report = inspect_checkpoint(checkpoint, venv=venv, environ=environ, tp=tp, **inspect_options)
-    files, file_states, s = file_findings(venv)
+    # An FP8 table is read by the engine as installed, patched or not: the patched policy and
+    # loader act on an NVFP4 request only (kernels.nvfp4_policy.ple4_policy_requested,
+    # kernels.nvfp4_loader), so the NVFP4 rules and the patch state decide nothing for it.
+    needs_patch = not report.tables or any(t.layout not in STOCK_ENGINE_READS for t in report.tables)
+    files, file_states, s = file_findings(venv, needs_patch)
     settings = explicit_settings(environ, serve)
     policy_state = next((f["state"] for f in file_states if f["path"] == POLICY_REL), None)
-    findings = (
-        files
-        + environment_findings(settings, s.config)
-        + placement_findings(s.engine, policy_state, settings, serve, s.config)
-        + [f for f in [memory_finding(report.memory)] if f is not None]
-    )
+    if needs_patch:
+        rules = (environment_findings(settings, s.config)
+                 + placement_findings(s.engine, policy_state, settings, serve, s.config))
+    else:
+        rules = [Finding("placement", "the engine places an FP8 table by its own rules, as stock 1Cat-vLLM "
+                         "does: ple4patch changes nothing for it")]
+    findings = files + rules + [f for f in [memory_finding(report.memory)] if f is not None]
     # the checkpoint's own problems (the engine's patch state is the files' finding above)
     for p in report.problems:
         if p.code not in ("engine", "memory"):
@@ -390,6 +405,7 @@ def run(
     data = report.to_json()
     for key in ("schema_version", "ok"):
         data.pop(key, None)
+    data["verdict"] = verdict  # one verdict: the preflight's, as in message and preflight.verdict
     data["preflight"] = {
         "will_start": not blockers,
         "verdict": verdict,

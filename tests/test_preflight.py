@@ -447,3 +447,38 @@ def test_serve_args_the_engine_would_refuse_are_usage_errors_naming_what_to_chan
     with pytest.raises(UsageError, match=match) as err:
         preflight.parse_serve_args(serve_args)
     assert str(err.value).startswith("--serve-args: ")
+
+
+@pytest.fixture(scope="module")
+def fp8_ckpt(tmp_path_factory):
+    return ckpt_factory.make(tmp_path_factory.mktemp("ckpt") / "fp8", "fp8")
+
+
+def test_an_fp8_table_on_a_stock_engine_will_start_as_installed(fp8_ckpt, set_venv, pins_env, meminfo):
+    """The engine reads an FP8 table unpatched, and the patched policy and loader act on an NVFP4
+    request only (ple4_policy_requested): a pristine set, its automatic placement and an offload
+    setting block nothing; the JSON holds one verdict."""
+    r = run(fp8_ckpt, set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"}, tp=4)
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"], pf["blockers"]) == (EXIT_OK, True, []), blockers(r)
+    assert r.message.startswith("WILL START") and r.message == pf["verdict"] == r.data["verdict"]
+    files = [f["message"] for f in pf["findings"] if f["area"] == "files"]
+    assert files == [f"{TARGET_REL}: pristine, not patched: an FP8 table needs no patch (the engine reads it "
+                     "as installed)", f"{POLICY_REL}: pristine, not patched: an FP8 table needs no patch (the "
+                     "engine reads it as installed)"]
+    (placement,) = [f["message"] for f in pf["findings"] if f["area"] == "placement"]
+    assert "ple4patch changes nothing for it" in placement
+    # the same checkpoint's NVFP4 twin on the same engine still needs the patch
+    nvfp4 = run(ckpt_factory.make(fp8_ckpt.parent / "nv", "nvfp4_rowpacked"), set_venv, meminfo, tp=4)
+    assert nvfp4.exit_code == EXIT_CHECKPOINT and nvfp4.data["verdict"] == nvfp4.message
+
+
+def test_an_fp8_table_on_a_real_pristine_engine_will_start(fp8_ckpt, wheelhouse, engine_venv, meminfo):
+    rows = {row.folder: row for row in kit.shared_engines()}
+    if "1cat-vllm-main-15a8d185" not in rows:
+        pytest.skip("../shared/engines is absent")
+    venv = engine_venv(wheelhouse.engine(rows["1cat-vllm-main-15a8d185"].path.read_bytes(), version="1.5.2"))
+    res = CliRunner().invoke(main, ["inspect", str(fp8_ckpt), str(venv), "--tp", "4", "--json"])
+    d = kit.validate(json.loads(res.stdout))
+    assert res.exit_code == EXIT_OK and d["verdict"] == d["message"] == d["preflight"]["verdict"], d["message"]
+    assert d["engine"]["state"] == "pristine" and d["preflight"]["blockers"] == []
