@@ -381,13 +381,16 @@ def run(
     files, file_states, s = file_findings(venv, needs_patch)
     settings = explicit_settings(environ, serve)
     policy_state = next((f["state"] for f in file_states if f["path"] == POLICY_REL), None)
-    if needs_patch:
+    if not report.ple_table:  # another model: the engine loads it as before, whatever the patch state
+        rules = []
+    elif needs_patch:
         rules = (environment_findings(settings, s.config)
                  + placement_findings(s.engine, policy_state, settings, serve, s.config))
     else:
         rules = [Finding("placement", "the engine places an FP8 table by its own rules, as stock 1Cat-vLLM "
                          "does: ple4patch changes nothing for it")]
-    findings = files + rules + [f for f in [memory_finding(report.memory)] if f is not None]
+    findings = (files + rules + [f for f in [memory_finding(report.memory)] if f is not None]
+                if report.ple_table else [])
     # the checkpoint's own problems (the engine's patch state is the files' finding above)
     for p in report.problems:
         if p.code not in ("engine", "memory"):
@@ -399,6 +402,8 @@ def run(
         verdict = f"WILL NOT START: {n} thing{'s' if n != 1 else ''} to change (marked ! above)"
         first = f"{verdict}; first: {blockers[0].change or blockers[0].message}"
         verdict = first if len(first) <= TEXT_WIDTH else verdict
+    elif not report.ple_table:
+        verdict = report.verdict
     else:
         layout = next((t.layout for t in report.tables), None)
         verdict = f"WILL START: `vllm serve` with the engine in {s.engine.venv} reads this table ({layout})"

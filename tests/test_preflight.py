@@ -482,3 +482,16 @@ def test_an_fp8_table_on_a_real_pristine_engine_will_start(fp8_ckpt, wheelhouse,
     d = kit.validate(json.loads(res.stdout))
     assert res.exit_code == EXIT_OK and d["verdict"] == d["message"] == d["preflight"]["verdict"], d["message"]
     assert d["engine"]["state"] == "pristine" and d["preflight"]["blockers"] == []
+
+
+def test_a_checkpoint_of_another_model_starts_as_before(tmp_path, set_venv, pins_env, meminfo):
+    """No PLE table and no PLE key in config.json: whatever the engine's patch state, one line
+    and exit 0 (README: ple4patch changes nothing for another model)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8}
+    root = ckpt_factory.write(tmp_path / "llama", cfg,
+                              {"model.embed_tokens.weight": ckpt_factory.torch.zeros(4, 8)}, index=False)
+    r = run(root, set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"], pf["findings"]) == (EXIT_OK, True, [])
+    assert r.message == pf["verdict"] == r.data["verdict"] == (
+        "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it")

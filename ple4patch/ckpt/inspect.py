@@ -88,7 +88,13 @@ def inspect_checkpoint(
     if venv is not None:
         engine_info, engine_problems, engine_warnings = venv_engine(venv, tables)
 
-    problems = list(ckpt.config.problems) + list(ckpt.problems) + missing_tables(ckpt, tables)
+    # A checkpoint of another model: no PLE table and no PLE key in config.json. ple4patch
+    # changes nothing for it, so only its files' own problems count.
+    ple_table = bool(tables) or ckpt.config.names_ple
+    if ple_table:
+        problems = list(ckpt.config.problems) + list(ckpt.problems) + missing_tables(ckpt, tables)
+    else:
+        problems = list(ckpt.problems)
     warnings: list[Problem] = []
     for t in tables:
         problems += t.problems
@@ -104,7 +110,8 @@ def inspect_checkpoint(
         scan_result = _scan(ckpt, tables, progress, chunk_bytes)
         problems += scan_result.problems
 
-    return InspectReport(root, tp, ranks, ckpt, tables, memory, engine_info, scan_result, problems, warnings)
+    return InspectReport(root, tp, ranks, ckpt, tables, memory, engine_info, scan_result, problems, warnings,
+                         ple_table=ple_table)
 
 
 def run(checkpoint: str | os.PathLike[str], *, progress: bool = True, **options):

@@ -20,6 +20,9 @@ SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
 
 
+NOT_PLE_VERDICT = "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it"
+
+
 def _plural(n: int) -> str:
     return f"{n} problem{'s' if n != 1 else ''}"
 
@@ -36,6 +39,7 @@ class InspectReport:
     scan: ScanResult | None
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    ple_table: bool = True  # False: a checkpoint of another model (no PLE table, no PLE key in config.json)
 
     @property
     def ok(self) -> bool:
@@ -45,6 +49,8 @@ class InspectReport:
     def verdict(self) -> str:
         if self.problems:
             return f"WILL NOT LOAD: {_plural(len(self.problems))} (listed above)"
+        if not self.ple_table:
+            return NOT_PLE_VERDICT
         layouts = {t.layout for t in self.tables}
         if self.engine is not None:
             return f"OK: will load with the engine in {self.engine['venv']} ({self.engine['state']})"
@@ -171,11 +177,14 @@ def body_lines(report: InspectReport) -> list[tuple[str, int]]:
     via = f" via {report.ckpt.index_file}" if report.ckpt.index_file else ""
     dtype = f"{cfg.dtype!r} ({cfg.dtype_source})" if cfg.dtype else "not set"
     parts = f"{cfg.split_ngram_parts}" + (" (default: not in config)" if cfg.split_ngram_parts_default else "")
+    head_dim = cfg.head_dim if cfg.head_dim is not None else "unknown (needs ple_embed_dim, ngram_size, heads_per_ngram)"
+    tensors = len(report.ckpt.tensors)
     lines = [
         f"checkpoint  {report.checkpoint}",
-        f"            {len(files)} safetensors file(s){via}, {len(report.ckpt.tensors)} tensors, {gib(size)}",
-        f"config      ple_embedding_dtype {dtype}; head_dim {cfg.head_dim}; split_ngram_parts {parts}",
+        f"            {len(files)} safetensors file(s){via}, {tensors} tensor{'s' if tensors != 1 else ''}, {gib(size)}",
     ]
+    if report.ple_table:
+        lines.append(f"config      ple_embedding_dtype {dtype}; head_dim {head_dim}; split_ngram_parts {parts}")
     for t in report.tables:
         lines += _table_lines(t)
     if report.tables:
