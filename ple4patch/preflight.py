@@ -35,6 +35,7 @@ Reads files only: no torch, no engine import. The environment is this process's 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -101,6 +102,7 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         given = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
+    given = _options_of(given)
     _check_config_option(given)
     if given and not given[0].startswith("-"):  # `vllm serve MODEL [options]`: the CLI's model wins
         out.model, out.model_option = given[0], given[0]
@@ -143,6 +145,29 @@ def parse_serve_args(text: str | None) -> ServeOptions:
     return out
 
 
+def _options_of(words: list[str]) -> list[str]:
+    """The words after the command that starts the server, when --serve-args begins with one:
+    ``vllm serve`` (the console script, by any path; ``serve`` alone as in the engine's argv
+    after the program name) or ``python -m vllm.entrypoints.openai.api_server`` (any
+    ``vllm.entrypoints`` module), the two forms the patched engine reads its command line from
+    (``kernels.nvfp4_policy._ple4_policy_command_line``). Another ``vllm`` subcommand is a usage error."""
+    if not words:
+        return words
+    program = os.path.basename(words[0])
+    if program == "vllm":
+        if len(words) > 1 and words[1] == "serve":
+            return words[2:]
+        sub = f"vllm {words[1]}" if len(words) > 1 else "vllm"
+        raise UsageError(f"--serve-args: `{sub}` does not start the server: give the command line of "
+                         "`vllm serve MODEL ...` (or its options alone)")
+    if words[0] == "serve":
+        return words[1:]
+    if (re.fullmatch(r"python[0-9.]*", program) and len(words) > 2 and words[1] == "-m"
+            and words[2].startswith("vllm.entrypoints.")):
+        return words[3:]
+    return words
+
+
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml")  # the engine's load_config_file takes only these
 
 
@@ -181,23 +206,41 @@ def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOp
     """The tensor-parallel size to judge: `--tp`, else --serve-args' --tensor-parallel-size (the
     last one given, as the engine's parser takes it), else 1. An option of inspect that
     --serve-args sets too must agree with it: `--tp` with --tensor-parallel-size, and
-    CHECKPOINT_DIR with the model when --serve-args names an existing directory (`vllm serve
-    DIR` or `--model DIR`; a Hugging Face repo id is not compared: its snapshot may be this
-    directory). A disagreement is a usage error naming both values and what to do."""
+    CHECKPOINT_DIR with the model --serve-args names (`vllm serve DIR`, `DIR`, `--model DIR`:
+    `_check_model`). A disagreement is a usage error naming both values and what to do."""
     if tp is not None and serve.tensor_parallel_size is not None and tp != serve.tensor_parallel_size:
         raise UsageError(
             f"--tp {tp} disagrees with {serve.tp_option} in --serve-args: the engine would start "
             f"{serve.tensor_parallel_size} ranks; give one of them, or the same number in both"
         )
-    if serve.model is not None and os.path.isdir(serve.model):
-        if os.path.realpath(serve.model) != os.path.realpath(checkpoint):
-            raise UsageError(
-                f"CHECKPOINT_DIR {checkpoint} is not the model {serve.model_option} in --serve-args "
-                f"names: inspect the directory vllm serve will load, or drop the model from --serve-args"
-            )
+    _check_model(checkpoint, serve.model)
     if tp is not None:
         return tp
     return serve.tensor_parallel_size if serve.tensor_parallel_size is not None else 1
+
+
+def _looks_like_a_path(model: str) -> bool:
+    """A model name that can only be a path: a Hugging Face repo id is NAME or ORG/NAME."""
+    return (model in (".", "..") or model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
+            or os.sep != "/" and os.sep in model)
+
+
+def _check_model(checkpoint: str | os.PathLike[str], model: str | None) -> None:
+    """The model --serve-args names is CHECKPOINT_DIR: an existing path must be that directory,
+    and a path that does not exist is a typo, not a Hugging Face repo id (a repo id is not
+    compared: its download may be CHECKPOINT_DIR). A relative path is read from this directory,
+    where the shell would start vllm serve."""
+    if model is None:
+        return
+    path = os.path.expanduser(model)
+    if os.path.exists(path):
+        if os.path.realpath(path) != os.path.realpath(checkpoint):
+            raise UsageError(f"--serve-args names the model {model}, but CHECKPOINT_DIR is {checkpoint}: "
+                             "pass the same directory to both")
+    elif _looks_like_a_path(model):
+        raise UsageError(f"--serve-args names the model {model}, which does not exist (a path, not a Hugging "
+                         f"Face repo id ORG/NAME): pass the directory vllm serve will load, the same as "
+                         f"CHECKPOINT_DIR {checkpoint}")
 
 
 def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:

@@ -164,12 +164,31 @@ def test_tp_conflict_is_exit_2_with_the_json_envelope(ckpt, patched_set_venv):
 def test_the_model_in_serve_args_must_be_the_checkpoint(ckpt, tmp_path, patched_set_venv, meminfo):
     other = tmp_path / "another-model"
     other.mkdir()
-    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}"):
-        with pytest.raises(UsageError, match="is not the model") as info:
+    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}", f"vllm serve {other} -tp 2",
+                       f"/opt/venv/bin/vllm serve {other}", f"serve {other}",
+                       f"python3 -m vllm.entrypoints.openai.api_server --model {other}"):
+        with pytest.raises(UsageError) as info:
             run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
-        assert str(other) in str(info.value) and str(ckpt) in str(info.value)
-    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2"):
+        assert str(info.value) == (f"--serve-args names the model {other}, but CHECKPOINT_DIR is {ckpt}: "
+                                   "pass the same directory to both"), serve_args
+    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2",
+                       f"vllm serve {ckpt} -tp 2", f"python -m vllm.entrypoints.openai.api_server --model {ckpt}",
+                       "vllm serve Qwen3.8-Flash-Next-NVFP4"):
         assert run(ckpt, patched_set_venv, meminfo, serve_args=serve_args).exit_code == EXIT_OK, serve_args
+    assert preflight.parse_serve_args(f"vllm serve {ckpt} -tp 2").tensor_parallel_size == 2
+
+
+@pytest.mark.parametrize("model", ["/models/other", "./other", "../other", "~/no-such-model-here", "a/b/c"])
+def test_a_model_path_that_does_not_exist_is_a_typo_not_a_repo_id(ckpt, patched_set_venv, meminfo, model):
+    for serve_args in (f"--model {model} -tp 4", f"vllm serve {model}"):
+        with pytest.raises(UsageError, match=f"names the model {model}, which does not exist") as info:
+            run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
+        assert f"the same as CHECKPOINT_DIR {ckpt}" in str(info.value)
+
+
+def test_serve_args_of_another_vllm_command_are_refused():
+    with pytest.raises(UsageError, match="`vllm chat` does not start the server"):
+        preflight.parse_serve_args("vllm chat")
 
 
 def test_a_release_without_a_policy_file(ckpt, wheelhouse, engine_venv, pins_env, meminfo):
