@@ -202,9 +202,10 @@ def _yaml_words(path: str) -> list[str]:
         raise ValueError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int:
+def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int | None:
     """The tensor-parallel size to judge: `--tp`, else --serve-args' --tensor-parallel-size (the
-    last one given, as the engine's parser takes it), else 1. An option of inspect that
+    last one given, as the engine's parser takes it), else None (not given: inspect judges one
+    rank and says so). An option of inspect that
     --serve-args sets too must agree with it: `--tp` with --tensor-parallel-size, and
     CHECKPOINT_DIR with the model --serve-args names (`vllm serve DIR`, `DIR`, `--model DIR`:
     `_check_model`). A disagreement is a usage error naming both values and what to do."""
@@ -214,9 +215,7 @@ def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOp
             f"{serve.tensor_parallel_size} ranks; give one of them, or the same number in both"
         )
     _check_model(checkpoint, serve.model)
-    if tp is not None:
-        return tp
-    return serve.tensor_parallel_size if serve.tensor_parallel_size is not None else 1
+    return tp if tp is not None else serve.tensor_parallel_size
 
 
 def _looks_like_a_path(model: str) -> bool:
@@ -412,7 +411,7 @@ def run(
     **inspect_options,
 ) -> Result:
     """The preflight as a Result: exit 0 when `vllm serve` will start with this table, 10 when
-    not. `tp` None: the --tensor-parallel-size of `serve_args`, else 1 (`reconcile`)."""
+    not. `tp` None: the --tensor-parallel-size of `serve_args`, else one rank, said in the output (`reconcile`)."""
     environ = os.environ if environ is None else environ
     serve = parse_serve_args(serve_args)
     tp = reconcile(checkpoint, tp, serve)

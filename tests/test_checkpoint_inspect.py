@@ -668,6 +668,24 @@ def test_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     assert res.exit_code == EXIT_ENGINE_NOT_FOUND
 
 
+def test_tp_not_given_is_said_not_assumed_silently(tmp_path: Path) -> None:
+    """Without --tp the figures are for one rank: the pinned line says so (not an error)."""
+    from click.testing import CliRunner
+
+    from ple4patch.cli import main
+
+    root = cf.make(tmp_path / "c", "nvfp4_rowpacked")
+    runner = CliRunner()
+    res = runner.invoke(main, ["inspect", str(root)])
+    assert res.exit_code == EXIT_OK
+    assert "pinned      TP1 (--tp not given: pass --tp N for N GPUs): " in res.output
+    res = runner.invoke(main, ["inspect", str(root), "--tp", "1"])
+    assert "pinned      TP1: " in res.output and "--tp not given" not in res.output
+    for args, given in (([], False), (["--tp", "1"], True)):
+        data = json.loads(runner.invoke(main, ["inspect", str(root), "--json", *args]).stdout)
+        assert (data["memory"]["tp"], data["memory"]["tp_given"]) == (1, given)
+
+
 def test_inspect_imports_no_torch_numpy_libcst(tmp_path: Path) -> None:
     root = cf.make(tmp_path / "c")
     code = (

@@ -137,6 +137,14 @@ def test_serve_args_tensor_parallel_size_sets_the_ranks(ckpt, patched_set_venv, 
     assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
 
 
+def test_tp_from_neither_option_is_one_rank_and_said(ckpt, patched_set_venv, meminfo):
+    r = run(ckpt, patched_set_venv, meminfo)
+    assert (r.data["memory"]["tp"], r.data["memory"]["tp_given"]) == (1, False)
+    assert "TP1 (--tp not given: pass --tp N for N GPUs)" in r.output
+    r = run(ckpt, patched_set_venv, meminfo, serve_args="-tp 2")
+    assert (r.data["memory"]["tp"], r.data["memory"]["tp_given"]) == (2, True) and "--tp not given" not in r.output
+
+
 @pytest.mark.parametrize("serve_args", ["--tensor-parallel-size 4", "-tp 4", "--tensor-parallel-size=4",
                                         "-tp 2 --tensor-parallel-size 4"])
 def test_tp_and_serve_args_must_agree(ckpt, patched_set_venv, meminfo, serve_args):

@@ -40,7 +40,7 @@ def _scan(ckpt, tables, progress: bool, chunk_bytes: int) -> ScanResult:
 def inspect_checkpoint(
     checkpoint: str | os.PathLike[str],
     *,
-    tp: int = 1,
+    tp: int | None = None,
     ranks_per_host: int | None = None,
     venv: str | os.PathLike[str] | None = None,
     scan: bool = False,
@@ -51,6 +51,8 @@ def inspect_checkpoint(
     environ: Mapping[str, str] | None = None,
 ) -> InspectReport:
     """Inspect a checkpoint directory. Usage errors raise; findings go into the report.
+
+    ``tp`` None: not given, the figures are for one rank (and the report says so).
 
     ``host_budget_gib``: the pinned-host budget per rank, else ``VLLM_QWEN4EXP_PLE_HOST_GIB``
     from ``environ`` (default: this process's environment), else none.
@@ -63,6 +65,8 @@ def inspect_checkpoint(
             f"no {CONFIG_FILE} in {root}: pass the checkpoint directory (the one holding "
             f"{CONFIG_FILE} and {INDEX_FILE})"
         )
+    tp_given = tp is not None
+    tp = 1 if tp is None else tp
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
     ranks = tp if ranks_per_host is None else ranks_per_host
@@ -102,6 +106,7 @@ def inspect_checkpoint(
     rule = engine_info.get("host_budget_rule") if engine_info else None
     memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source,
                                                      environ, rule)
+    memory["tp_given"] = tp_given
     problems += mem_problems + engine_problems
     warnings += mem_warnings + engine_warnings
 

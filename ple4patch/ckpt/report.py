@@ -111,14 +111,18 @@ def _table_lines(t: TableReport) -> list[str]:
     ]
 
 
+TP_NOT_GIVEN = "--tp not given: pass --tp N for N GPUs"
+
+
 def _memory_lines(m: dict[str, Any]) -> list[str]:
     per_host = f"{m['ranks_per_host']} rank(s) on this host"
+    tp = f"TP{m['tp']}" + ("" if m.get("tp_given", True) else f" ({TP_NOT_GIVEN})")
     if m["host_budget_bytes"] is None:
         compare = ""
         if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
             compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
         lines = [
-            f"pinned      TP{m['tp']}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
+            f"pinned      {tp}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
             f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
             f"            exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a "
             f"{m['page_bytes']} B page), {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
@@ -126,7 +130,7 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
         ]
     else:
         lines = [
-            f"pinned      TP{m['tp']}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
+            f"pinned      {tp}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
             f"memory, {gib(m['pinned_bytes_per_rank'])} ({m['pinned_bytes_per_rank']:,} B) per rank; "
             f"{gib(m['pinned_bytes_per_host'])} ({m['pinned_bytes_per_host']:,} B) for {per_host}",
             f"vram        {m['vram_rows_per_rank']:,} rows per rank in GPU memory, {gib(m['vram_bytes_per_rank'])} "
