@@ -18,7 +18,7 @@ from .config import load_config
 from .files import load_checkpoint
 from .layout import CONFIG_FILE, INDEX_FILE
 from .memory import host_memory
-from .placement import host_budget
+from .placement import PIN_POWER_OF_TWO, host_budget
 from .problem import Problem
 from .report import InspectReport, render_body
 from .scan import CHUNK_BYTES, ScanResult, scan_bytes, scan_plan, scan_tables
@@ -104,8 +104,9 @@ def inspect_checkpoint(
         problems += t.problems
         warnings += t.warnings
     rule = engine_info.get("host_budget_rule") if engine_info else None
+    fp8_pin = (engine_info or {}).get("fp8_pin_rule") or PIN_POWER_OF_TWO  # without VENV: as stock
     memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source,
-                                                     environ, rule)
+                                                     environ, rule, fp8_pin)
     memory["tp_given"] = tp_given
     problems += mem_problems + engine_problems
     warnings += mem_warnings + engine_warnings

@@ -12,6 +12,7 @@ from ..errors import CheckpointProblem
 from .files import Checkpoint
 from .layout import LAYOUT_FP8, SHARD_GLOBAL_SCALE, STOCK_ENGINE_READS, TABLE_FP8_SCALE, TABLE_GLOBAL_SCALE
 from .memory import gib
+from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
@@ -111,6 +112,11 @@ def _table_lines(t: TableReport) -> list[str]:
     ]
 
 
+def _power_of_two(m: dict[str, Any]) -> bool:
+    """Whether a table's host rows are pinned through torch's caching host allocator (FP8)."""
+    return any(t.get("pinned_by") == PIN_POWER_OF_TWO and t["host_rows"] for t in m.get("per_table", ()))
+
+
 TP_NOT_GIVEN = "--tp not given: pass --tp N for N GPUs"
 
 
@@ -121,11 +127,13 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
         compare = ""
         if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
             compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
+        how = (f"{m['pinned_bytes_per_rank']:,} B pinned per rank (torch's pinned allocator rounds the FP8 "
+               f"table's {m['host_bytes_per_rank']:,} B up to a power of two)" if _power_of_two(m) else
+               f"exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a {m['page_bytes']} B page)")
         lines = [
             f"pinned      {tp}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
             f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
-            f"            exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a "
-            f"{m['page_bytes']} B page), {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
+            f"            {how}, {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
             "all rows in host memory",
         ]
     else:
@@ -137,6 +145,9 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
             f"({m['vram_bytes_per_rank']:,} B); host budget {gib(m['host_budget_bytes'])} per rank "
             f"({m['host_budget_source']})",
         ]
+        if _power_of_two(m):
+            lines.insert(1, f"            torch's pinned allocator rounds the FP8 table's "
+                         f"{m['host_bytes_per_rank']:,} B of host rows up to a power of two")
     if m["host_mem_available"] is not None:
         verdict = "fits" if m["fits"] else "DOES NOT FIT"
         lines.append(f"host        MemAvailable {gib(m['host_mem_available'])} of {gib(m['host_mem_total'])}: {verdict}")
