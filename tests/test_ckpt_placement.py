@@ -239,6 +239,16 @@ def test_cli_option_variable_and_usage_errors(real, tmp_path: Path) -> None:
     assert res.exit_code == EXIT_USAGE and "finite" in res.output
     res = runner.invoke(main, ["inspect", str(real)], env={"VLLM_QWEN4EXP_PLE_HOST_GIB": "lots"})
     assert res.exit_code == EXIT_USAGE and "VLLM_QWEN4EXP_PLE_HOST_GIB" in res.output
+    # each bad value says what to do, and a bad reserve is a usage error too (the engine refuses both)
+    said = " ".join(res.output.split())
+    assert ("got 'lots' (the engine refuses it too): unset VLLM_QWEN4EXP_PLE_HOST_GIB (no budget) or set it "
+            "to a non-negative number of GiB") in said
+    res = runner.invoke(main, ["inspect", str(real), "--host-budget-gib", "nan"])
+    assert res.exit_code == EXIT_USAGE and "give --host-budget-gib a non-negative number of GiB" in " ".join(
+        res.output.split())
+    res = runner.invoke(main, ["inspect", str(real), "--json"], env={"VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB": "-2"})
+    assert res.exit_code == EXIT_USAGE, res.output
+    assert "unset VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB" in json.loads(res.stdout)["error"]["message"]
     res = runner.invoke(main, ["inspect", str(real), "--tp", "4"], env={"VLLM_QWEN4EXP_PLE_HOST_GIB": None})
     assert "exactly 7,200,034,816 B per rank" in res.output
 

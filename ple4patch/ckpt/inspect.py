@@ -18,7 +18,7 @@ from .config import load_config
 from .files import load_checkpoint
 from .layout import CONFIG_FILE, INDEX_FILE
 from .memory import host_memory
-from .placement import PIN_POWER_OF_TWO, host_budget
+from .placement import PIN_POWER_OF_TWO, host_budget, host_reserve
 from .problem import Problem
 from .report import InspectReport, render_body
 from .scan import CHUNK_BYTES, ScanResult, scan_bytes, scan_plan, scan_tables
@@ -74,8 +74,9 @@ def inspect_checkpoint(
         raise UsageError(f"--ranks-per-host must be between 1 and --tp ({tp}), got {ranks}")
     try:
         budget, budget_source = host_budget(host_budget_gib, environ)
+        host_reserve(0, environ)  # a bad reserve variable is refused here, before the report
     except ValueError as exc:
-        raise UsageError(f"{exc}: the engine refuses it too") from None
+        raise UsageError(str(exc)) from None
     try:
         raw = load_config(root)
     except AccessError as exc:  # a FIFO, device, directory... or a symlink out: one line, exit 10

@@ -61,10 +61,29 @@ def page_rounded(nbytes: int) -> int:
     return -(-nbytes // PAGE_BYTES) * PAGE_BYTES
 
 
+# What to do about a bad value, by where it was given. The engine refuses a bad value of either
+# variable as well (_ple_host_budget_bytes and _ple_host_reserve_bytes in ple_layer.py at
+# 1CatAI/1Cat-vLLM 036318a0dbcc716c02208e5b32f13175e0aedc30).
+_GIB_ADVICE = {
+    HOST_BUDGET_ENV: f"unset {HOST_BUDGET_ENV} (no budget) or set it to a non-negative number of GiB, "
+                     "such as 4 (0 puts every row in VRAM)",
+    HOST_RESERVE_ENV: f"unset {HOST_RESERVE_ENV} (the engine then keeps a quarter of MemTotal) or set it to a "
+                      "non-negative number of GiB",
+    HOST_BUDGET_OPTION: f"give {HOST_BUDGET_OPTION} a non-negative number of GiB, such as 4 (0 puts every row "
+                        "in VRAM)",
+}
+
+
+def _bad_gib(name: str, value: object) -> ValueError:
+    advice = _GIB_ADVICE.get(name, "give a non-negative number of GiB")
+    return ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r} (the engine "
+                      f"refuses it too): {advice}")
+
+
 def gib_bytes(gib: float, name: str) -> int:
     """``gib`` GiB in bytes as the engine converts it; ValueError (naming ``name``) when not finite and >= 0."""
     if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not math.isfinite(gib) or gib < 0:
-        raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {gib!r}")
+        raise _bad_gib(name, gib)
     return int(gib * GIB)
 
 
@@ -75,7 +94,7 @@ def _env_gib(environ: Mapping[str, str], name: str) -> int | None:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {raw!r}") from None
+        raise _bad_gib(name, raw) from None
     return gib_bytes(value, name)
 
 
@@ -88,7 +107,8 @@ def host_budget(option_gib: float | None, environ: Mapping[str, str] | None = No
 
 
 def host_reserve(total_bytes: int, environ: Mapping[str, str] | None = None) -> int:
-    """Host memory the engine's share check leaves to everything else: the variable, else MemTotal // 4."""
+    """Host memory the engine's share check leaves to everything else: the variable, else MemTotal // 4.
+    ValueError (saying what to do) when the variable is not a finite, non-negative number."""
     reserve = _env_gib(os.environ if environ is None else environ, HOST_RESERVE_ENV)
     return total_bytes // 4 if reserve is None else reserve
 
