@@ -308,7 +308,7 @@ def inspect_(checkpoint: str, venv_arg: str | None, tp: int, ranks_per_host: int
             raise click.UsageError("--serve-args needs VENV (the engine's venv): the preflight checks them there")
         from .ckpt import inspect as ckpt_inspect
 
-        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, tp=tp or 1, **options))
+        run_command("inspect", as_json, lambda: ckpt_inspect.run(checkpoint, tp=tp, **options))
     from . import preflight
 
     run_command("inspect", as_json, lambda: preflight.run(checkpoint, venv, serve_args=serve_args, tp=tp, **options))

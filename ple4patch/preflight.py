@@ -24,6 +24,10 @@ Before a 100 GB model takes minutes to start, one verdict from what can be read 
   them is in the environment at all, lines 2127-2149): that start is judged from the
   environment given, and ``export VLLM_PLE_CPU_OFFLOAD=0`` is the change.
 
+An FP8 table is read by the engine as installed (stock reads FP8; the patched policy and loader
+act on an NVFP4 request only): for it the patch state and the NVFP4 rules block nothing, and only
+the memory and the checkpoint's own problems can.
+
 Reads files only: no torch, no engine import. The environment is this process's (the shell
 `vllm serve` will be started from), unless given.
 """
@@ -31,6 +35,7 @@ Reads files only: no torch, no engine import. The environment is this process's 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -39,6 +44,7 @@ from . import engine as engine_mod
 from . import manifest as manifest_mod
 from . import write
 from .ckpt.inspect import inspect_checkpoint
+from .ckpt.layout import STOCK_ENGINE_READS
 from .ckpt.memory import gib
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
@@ -96,6 +102,7 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         given = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
+    given = _options_of(given)
     _check_config_option(given)
     if given and not given[0].startswith("-"):  # `vllm serve MODEL [options]`: the CLI's model wins
         out.model, out.model_option = given[0], given[0]
@@ -138,6 +145,29 @@ def parse_serve_args(text: str | None) -> ServeOptions:
     return out
 
 
+def _options_of(words: list[str]) -> list[str]:
+    """The words after the command that starts the server, when --serve-args begins with one:
+    ``vllm serve`` (the console script, by any path; ``serve`` alone as in the engine's argv
+    after the program name) or ``python -m vllm.entrypoints.openai.api_server`` (any
+    ``vllm.entrypoints`` module), the two forms the patched engine reads its command line from
+    (``kernels.nvfp4_policy._ple4_policy_command_line``). Another ``vllm`` subcommand is a usage error."""
+    if not words:
+        return words
+    program = os.path.basename(words[0])
+    if program == "vllm":
+        if len(words) > 1 and words[1] == "serve":
+            return words[2:]
+        sub = f"vllm {words[1]}" if len(words) > 1 else "vllm"
+        raise UsageError(f"--serve-args: `{sub}` does not start the server: give the command line of "
+                         "`vllm serve MODEL ...` (or its options alone)")
+    if words[0] == "serve":
+        return words[1:]
+    if (re.fullmatch(r"python[0-9.]*", program) and len(words) > 2 and words[1] == "-m"
+            and words[2].startswith("vllm.entrypoints.")):
+        return words[3:]
+    return words
+
+
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml")  # the engine's load_config_file takes only these
 
 
@@ -172,27 +202,44 @@ def _yaml_words(path: str) -> list[str]:
         raise ValueError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int:
+def reconcile(checkpoint: str | os.PathLike[str], tp: int | None, serve: ServeOptions) -> int | None:
     """The tensor-parallel size to judge: `--tp`, else --serve-args' --tensor-parallel-size (the
-    last one given, as the engine's parser takes it), else 1. An option of inspect that
+    last one given, as the engine's parser takes it), else None (not given: inspect judges one
+    rank and says so). An option of inspect that
     --serve-args sets too must agree with it: `--tp` with --tensor-parallel-size, and
-    CHECKPOINT_DIR with the model when --serve-args names an existing directory (`vllm serve
-    DIR` or `--model DIR`; a Hugging Face repo id is not compared: its snapshot may be this
-    directory). A disagreement is a usage error naming both values and what to do."""
+    CHECKPOINT_DIR with the model --serve-args names (`vllm serve DIR`, `DIR`, `--model DIR`:
+    `_check_model`). A disagreement is a usage error naming both values and what to do."""
     if tp is not None and serve.tensor_parallel_size is not None and tp != serve.tensor_parallel_size:
         raise UsageError(
             f"--tp {tp} disagrees with {serve.tp_option} in --serve-args: the engine would start "
             f"{serve.tensor_parallel_size} ranks; give one of them, or the same number in both"
         )
-    if serve.model is not None and os.path.isdir(serve.model):
-        if os.path.realpath(serve.model) != os.path.realpath(checkpoint):
-            raise UsageError(
-                f"CHECKPOINT_DIR {checkpoint} is not the model {serve.model_option} in --serve-args "
-                f"names: inspect the directory vllm serve will load, or drop the model from --serve-args"
-            )
-    if tp is not None:
-        return tp
-    return serve.tensor_parallel_size if serve.tensor_parallel_size is not None else 1
+    _check_model(checkpoint, serve.model)
+    return tp if tp is not None else serve.tensor_parallel_size
+
+
+def _looks_like_a_path(model: str) -> bool:
+    """A model name that can only be a path: a Hugging Face repo id is NAME or ORG/NAME."""
+    return (model in (".", "..") or model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
+            or os.sep != "/" and os.sep in model)
+
+
+def _check_model(checkpoint: str | os.PathLike[str], model: str | None) -> None:
+    """The model --serve-args names is CHECKPOINT_DIR: an existing path must be that directory,
+    and a path that does not exist is a typo, not a Hugging Face repo id (a repo id is not
+    compared: its download may be CHECKPOINT_DIR). A relative path is read from this directory,
+    where the shell would start vllm serve."""
+    if model is None:
+        return
+    path = os.path.expanduser(model)
+    if os.path.exists(path):
+        if os.path.realpath(path) != os.path.realpath(checkpoint):
+            raise UsageError(f"--serve-args names the model {model}, but CHECKPOINT_DIR is {checkpoint}: "
+                             "pass the same directory to both")
+    elif _looks_like_a_path(model):
+        raise UsageError(f"--serve-args names the model {model}, which does not exist (a path, not a Hugging "
+                         f"Face repo id ORG/NAME): pass the directory vllm serve will load, the same as "
+                         f"CHECKPOINT_DIR {checkpoint}")
 
 
 def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
@@ -203,8 +250,10 @@ def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
     return settings
 
 
-def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dict], object]:
-    """The patch state of every file of the engine's set, and the set's assessment."""
+def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tuple[list[Finding], list[dict], object]:
+    """The patch state of every file of the engine's set, and the set's assessment. With
+    `needs_patch` False (every table is one the engine reads as installed: FP8) a file that is
+    not patched blocks nothing: the patch is for an NVFP4 table."""
     eng = engine_mod.find_engine(venv)
     eng.require_target()
     s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
@@ -217,6 +266,9 @@ def file_findings(venv: str | os.PathLike[str]) -> tuple[list[Finding], list[dic
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
                                     f"`ple4patch apply {eng.venv}` updates it"))
+        elif not needs_patch:
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
+                                    "(the engine reads it as installed)"))
         else:
             fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `ple4patch apply {eng.venv}`"
                    if a.state is State.MODIFIED else f"ple4patch apply {eng.venv}")
@@ -359,20 +411,28 @@ def run(
     **inspect_options,
 ) -> Result:
     """The preflight as a Result: exit 0 when `vllm serve` will start with this table, 10 when
-    not. `tp` None: the --tensor-parallel-size of `serve_args`, else 1 (`reconcile`)."""
+    not. `tp` None: the --tensor-parallel-size of `serve_args`, else one rank, said in the output (`reconcile`)."""
     environ = os.environ if environ is None else environ
     serve = parse_serve_args(serve_args)
     tp = reconcile(checkpoint, tp, serve)
     report = inspect_checkpoint(checkpoint, venv=venv, environ=environ, tp=tp, **inspect_options)
-    files, file_states, s = file_findings(venv)
+    # An FP8 table is read by the engine as installed, patched or not: the patched policy and
+    # loader act on an NVFP4 request only (kernels.nvfp4_policy.ple4_policy_requested,
+    # kernels.nvfp4_loader), so the NVFP4 rules and the patch state decide nothing for it.
+    needs_patch = not report.tables or any(t.layout not in STOCK_ENGINE_READS for t in report.tables)
+    files, file_states, s = file_findings(venv, needs_patch)
     settings = explicit_settings(environ, serve)
     policy_state = next((f["state"] for f in file_states if f["path"] == POLICY_REL), None)
-    findings = (
-        files
-        + environment_findings(settings, s.config)
-        + placement_findings(s.engine, policy_state, settings, serve, s.config)
-        + [f for f in [memory_finding(report.memory)] if f is not None]
-    )
+    if not report.ple_table:  # another model: the engine loads it as before, whatever the patch state
+        rules = []
+    elif needs_patch:
+        rules = (environment_findings(settings, s.config)
+                 + placement_findings(s.engine, policy_state, settings, serve, s.config))
+    else:
+        rules = [Finding("placement", "the engine places an FP8 table by its own rules, as stock 1Cat-vLLM "
+                         "does: ple4patch changes nothing for it")]
+    findings = (files + rules + [f for f in [memory_finding(report.memory)] if f is not None]
+                if report.ple_table else [])
     # the checkpoint's own problems (the engine's patch state is the files' finding above)
     for p in report.problems:
         if p.code not in ("engine", "memory"):
@@ -384,12 +444,15 @@ def run(
         verdict = f"WILL NOT START: {n} thing{'s' if n != 1 else ''} to change (marked ! above)"
         first = f"{verdict}; first: {blockers[0].change or blockers[0].message}"
         verdict = first if len(first) <= TEXT_WIDTH else verdict
+    elif not report.ple_table:
+        verdict = report.verdict
     else:
         layout = next((t.layout for t in report.tables), None)
         verdict = f"WILL START: `vllm serve` with the engine in {s.engine.venv} reads this table ({layout})"
     data = report.to_json()
     for key in ("schema_version", "ok"):
         data.pop(key, None)
+    data["verdict"] = verdict  # one verdict: the preflight's, as in message and preflight.verdict
     data["preflight"] = {
         "will_start": not blockers,
         "verdict": verdict,

@@ -441,6 +441,44 @@ def test_no_table_and_wrong_layer(tmp_path: Path, meminfo) -> None:
     assert codes(report) == [("layer", cf.table_prefix(3))]
 
 
+def llama_checkpoint(root: Path) -> Path:
+    """A checkpoint of another model: a Llama-style config (no PLE key) and one safetensors file."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8, "head_dim": 4,
+           "num_hidden_layers": 1, "vocab_size": 16}
+    return cf.write(root, cfg, {"model.embed_tokens.weight": torch.zeros(16, 8, dtype=torch.bfloat16)}, index=False)
+
+
+def test_a_checkpoint_of_another_model_is_not_a_problem(tmp_path: Path, meminfo) -> None:
+    """README: ple4patch changes nothing for another model; inspect says so in one line, exit 0."""
+    from click.testing import CliRunner
+
+    from ple4patch.cli import main
+
+    root = llama_checkpoint(tmp_path / "llama")
+    report = inspect(root, meminfo())
+    assert report.ok and not report.ple_table and report.problems == [] and report.tables == []
+    assert report.verdict == "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it"
+    res = CliRunner().invoke(main, ["inspect", str(root)])
+    assert res.exit_code == EXIT_OK, res.output
+    lines = res.output.splitlines()
+    assert lines[-1] == report.verdict and "problems" not in res.output and "None" not in res.output
+    assert "1 safetensors file(s), 1 tensor, " in lines[1]
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(root), "--json"]).stdout)
+    assert (data["exit_code"], data["verdict"], data["message"]) == (EXIT_OK, report.verdict, report.verdict)
+    # config keys of the PLE layer without a table: a Qwen3.8-Flash-Next checkpoint missing its table
+    broken_root = cf.write(tmp_path / "no-table", cf.config(), cf.other_tensors())
+    assert [p.code for p in inspect(broken_root, meminfo()).problems] == ["missing_table"]
+
+
+def test_an_underived_head_dim_is_said_in_words(tmp_path: Path, meminfo) -> None:
+    cfg = cf.config()
+    del cfg["text_config"]["ple_embed_dim"]
+    root = cf.write(tmp_path / "c", cfg, cf.table_tensors(cf.config()))
+    text = ckpt_report.render_text(inspect(root, meminfo()))
+    assert "head_dim unknown (needs ple_embed_dim, ngram_size, heads_per_ngram)" in " ".join(text.split())
+    assert "None" not in text
+
+
 def test_two_ple_layers_use_their_own_primes(tmp_path: Path, meminfo) -> None:
     cfg = cf.config(ple_layer_ids=[2, 5])
     tensors = cf.table_tensors(cfg, layer=1)
@@ -628,6 +666,24 @@ def test_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     assert res.exit_code == EXIT_USAGE and json.loads(res.stdout)["error"]["kind"] == "usage"
     res = runner.invoke(main, ["inspect", str(good), "--venv", str(tmp_path / "novenv")])
     assert res.exit_code == EXIT_ENGINE_NOT_FOUND
+
+
+def test_tp_not_given_is_said_not_assumed_silently(tmp_path: Path) -> None:
+    """Without --tp the figures are for one rank: the pinned line says so (not an error)."""
+    from click.testing import CliRunner
+
+    from ple4patch.cli import main
+
+    root = cf.make(tmp_path / "c", "nvfp4_rowpacked")
+    runner = CliRunner()
+    res = runner.invoke(main, ["inspect", str(root)])
+    assert res.exit_code == EXIT_OK
+    assert "pinned      TP1 (--tp not given: pass --tp N for N GPUs): " in res.output
+    res = runner.invoke(main, ["inspect", str(root), "--tp", "1"])
+    assert "pinned      TP1: " in res.output and "--tp not given" not in res.output
+    for args, given in (([], False), (["--tp", "1"], True)):
+        data = json.loads(runner.invoke(main, ["inspect", str(root), "--json", *args]).stdout)
+        assert (data["memory"]["tp"], data["memory"]["tp_given"]) == (1, given)
 
 
 def test_inspect_imports_no_torch_numpy_libcst(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
+import struct
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +20,9 @@ from click.testing import CliRunner
 
 import ckpt_factory as cf
 from ple4patch.ckpt import inspect as ckpt_inspect
-from ple4patch.ckpt.placement import GIB, PAGE_BYTES, gib_bytes, host_budget, page_rounded, place_rows
+from ple4patch.ckpt.placement import (GIB, PAGE_BYTES, PIN_PAGE, PIN_POWER_OF_TWO, gib_bytes, host_budget,
+                                      page_rounded, place_rows, power_of_two_rounded)
+from ple4patch.ckpt.venv_engine import fp8_pin_rule
 from ple4patch.ckpt.report import render_text
 from ple4patch.cli import main
 from ple4patch.errors import EXIT_USAGE, UsageError
@@ -235,5 +239,93 @@ def test_cli_option_variable_and_usage_errors(real, tmp_path: Path) -> None:
     assert res.exit_code == EXIT_USAGE and "finite" in res.output
     res = runner.invoke(main, ["inspect", str(real)], env={"VLLM_QWEN4EXP_PLE_HOST_GIB": "lots"})
     assert res.exit_code == EXIT_USAGE and "VLLM_QWEN4EXP_PLE_HOST_GIB" in res.output
+    # each bad value says what to do, and a bad reserve is a usage error too (the engine refuses both)
+    said = " ".join(res.output.split())
+    assert ("got 'lots' (the engine refuses it too): unset VLLM_QWEN4EXP_PLE_HOST_GIB (no budget) or set it "
+            "to a non-negative number of GiB") in said
+    res = runner.invoke(main, ["inspect", str(real), "--host-budget-gib", "nan"])
+    assert res.exit_code == EXIT_USAGE and "give --host-budget-gib a non-negative number of GiB" in " ".join(
+        res.output.split())
+    res = runner.invoke(main, ["inspect", str(real), "--json"], env={"VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB": "-2"})
+    assert res.exit_code == EXIT_USAGE, res.output
+    assert "unset VLLM_QWEN4EXP_PLE_HOST_RESERVE_GIB" in json.loads(res.stdout)["error"]["message"]
     res = runner.invoke(main, ["inspect", str(real), "--tp", "4"], env={"VLLM_QWEN4EXP_PLE_HOST_GIB": None})
     assert "exactly 7,200,034,816 B per rank" in res.output
+
+
+# -- an FP8 table: pinned through torch's caching host allocator ---------------------------------------
+
+DATA = Path(__file__).resolve().parent / "data" / "engines"
+FP8_RANK_BYTES = REAL_RANK_ROWS * 160  # 12,800,061,440 B (11.92 GiB) per TP4 rank
+
+
+def test_power_of_two_rounding_is_the_measured_stock_pin() -> None:
+    """BENCHMARKS.md, fp8-stock-alloc: torch.empty((80000384, 160), uint8, pin_memory=True)
+    pinned 17,179,869,184 B (torch.cuda.host_memory_stats, H200 host)."""
+    assert power_of_two_rounded(FP8_RANK_BYTES) == 17_179_869_184
+    assert [power_of_two_rounded(n) for n in (0, 1, 2, 3, 4096, 4097)] == [0, 1, 2, 4, 4096, 8192]
+    placed = place_rows(REAL_RANK_ROWS, 160, None, PIN_POWER_OF_TWO)
+    assert (placed.host_bytes, placed.pinned_bytes) == (FP8_RANK_BYTES, 17_179_869_184)
+    assert place_rows(10, 160, 0, PIN_POWER_OF_TWO).pinned_bytes == 0  # no host rows: nothing pinned
+    with pytest.raises(ValueError, match="pinned_by"):
+        place_rows(10, 160, None, "exact")
+
+
+def test_fp8_pin_rule_of_each_release() -> None:
+    """036318a0, 15a8d185 (materialize_tables) and a223f046 (the whole weight) pin the FP8 table
+    with torch.empty(pin_memory=True); cookys 1b5731f9 and Qixiao02 0aac941e register it exactly."""
+    want = {"1cat-vllm-fork-a223f046": PIN_POWER_OF_TWO, "1cat-vllm-main-036318a0": PIN_POWER_OF_TWO,
+            "1cat-vllm-main-15a8d185": PIN_POWER_OF_TWO, "fork-cookys-1b5731f9": PIN_PAGE,
+            "fork-qixiao02-0aac941e": PIN_PAGE, "main-45d0a3bb": PIN_POWER_OF_TWO}
+    seen = 0
+    for folder, rule in want.items():
+        path = (ENGINES if folder.startswith("1cat") else DATA) / folder / "ple_layer.py"
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert ("pin_memory=True" in text or "pin_memory=placement.host_rows > 0" in text), folder
+        assert fp8_pin_rule(text) == rule, folder
+        seen += 1
+    if not seen:
+        pytest.skip("no real engine file here")
+
+
+@pytest.fixture
+def real_fp8(tmp_path: Path) -> Path:
+    """The real model's FP8 table (128 x [2500012, 160] F8_E4M3 + weight_scale), the data as holes."""
+    root = tmp_path / "real-fp8"
+    root.mkdir()
+    cfg = cf.config(head_dim=160, heads_per_ngram=8, base=20_000_000, divisor=128, parts=128,
+                    dtype="float8_e4m3fn")
+    (root / "config.json").write_text(json.dumps(cfg))
+    pre, header, offset = cf.table_prefix(1), {}, 0
+    for i in range(128):
+        n = 2_500_012 * 160
+        header[f"{pre}.shard_{i}.weight"] = {"dtype": "F8_E4M3", "shape": [2_500_012, 160],
+                                             "data_offsets": [offset, offset + n]}
+        offset += n
+    header[f"{pre}.weight_scale"] = {"dtype": "BF16", "shape": [1], "data_offsets": [offset, offset + 2]}
+    raw = json.dumps(header).encode()
+    with open(root / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    os.truncate(root / "model.safetensors", 8 + len(raw) + offset + 2)
+    return root
+
+
+def test_an_fp8_table_pins_what_torchs_allocator_rounds_to(real_fp8, meminfo) -> None:
+    """README's headline: stock FP8 asks 11.92 GiB a TP4 rank and pins 16.00 GiB (64 GiB for four)."""
+    report = inspect(real_fp8, meminfo(available_gib=80), tp=4)
+    assert report.ok, [p.line() for p in report.problems]
+    m = report.memory
+    assert (m["bytes_per_rank"], m["host_bytes_per_rank"]) == (FP8_RANK_BYTES, FP8_RANK_BYTES)
+    assert m["pinned_bytes_per_rank"] == 16 * GIB and m["pinned_bytes_per_host"] == 64 * GIB
+    assert m["per_table"][0]["pinned_by"] == PIN_POWER_OF_TWO
+    flat = " ".join(render_text(report).split())
+    assert "exactly" not in flat
+    assert ("17,179,869,184 B pinned per rank (torch's pinned allocator rounds the FP8 table's "
+            "12,800,061,440 B up to a power of two)") in flat
+    # 64 GiB for four ranks does not fit in 60 GiB, though 4 x 11.92 GiB would
+    assert [p.code for p in inspect(real_fp8, meminfo(available_gib=60), tp=4).problems] == ["memory"]
+    # under a budget the host rows are rounded the same way
+    budget = inspect(real_fp8, meminfo(available_gib=80), tp=4, host_budget_gib=5).memory
+    assert budget["host_bytes_per_rank"] == (5 * GIB // 160) * 160 and budget["pinned_bytes_per_rank"] == 8 * GIB

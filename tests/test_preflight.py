@@ -137,6 +137,14 @@ def test_serve_args_tensor_parallel_size_sets_the_ranks(ckpt, patched_set_venv, 
     assert r.data["memory"]["tp"] == 4 and r.exit_code == EXIT_OK
 
 
+def test_tp_from_neither_option_is_one_rank_and_said(ckpt, patched_set_venv, meminfo):
+    r = run(ckpt, patched_set_venv, meminfo)
+    assert (r.data["memory"]["tp"], r.data["memory"]["tp_given"]) == (1, False)
+    assert "TP1 (--tp not given: pass --tp N for N GPUs)" in r.output
+    r = run(ckpt, patched_set_venv, meminfo, serve_args="-tp 2")
+    assert (r.data["memory"]["tp"], r.data["memory"]["tp_given"]) == (2, True) and "--tp not given" not in r.output
+
+
 @pytest.mark.parametrize("serve_args", ["--tensor-parallel-size 4", "-tp 4", "--tensor-parallel-size=4",
                                         "-tp 2 --tensor-parallel-size 4"])
 def test_tp_and_serve_args_must_agree(ckpt, patched_set_venv, meminfo, serve_args):
@@ -164,12 +172,31 @@ def test_tp_conflict_is_exit_2_with_the_json_envelope(ckpt, patched_set_venv):
 def test_the_model_in_serve_args_must_be_the_checkpoint(ckpt, tmp_path, patched_set_venv, meminfo):
     other = tmp_path / "another-model"
     other.mkdir()
-    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}"):
-        with pytest.raises(UsageError, match="is not the model") as info:
+    for serve_args in (f"{other} -tp 2", f"--model {other}", f"--model={other}", f"vllm serve {other} -tp 2",
+                       f"/opt/venv/bin/vllm serve {other}", f"serve {other}",
+                       f"python3 -m vllm.entrypoints.openai.api_server --model {other}"):
+        with pytest.raises(UsageError) as info:
             run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
-        assert str(other) in str(info.value) and str(ckpt) in str(info.value)
-    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2"):
+        assert str(info.value) == (f"--serve-args names the model {other}, but CHECKPOINT_DIR is {ckpt}: "
+                                   "pass the same directory to both"), serve_args
+    for serve_args in (f"{ckpt} -tp 2", f"--model {ckpt}/", "nvidia/Qwen3.8-Flash-Next-NVFP4 -tp 2",
+                       f"vllm serve {ckpt} -tp 2", f"python -m vllm.entrypoints.openai.api_server --model {ckpt}",
+                       "vllm serve Qwen3.8-Flash-Next-NVFP4"):
         assert run(ckpt, patched_set_venv, meminfo, serve_args=serve_args).exit_code == EXIT_OK, serve_args
+    assert preflight.parse_serve_args(f"vllm serve {ckpt} -tp 2").tensor_parallel_size == 2
+
+
+@pytest.mark.parametrize("model", ["/models/other", "./other", "../other", "~/no-such-model-here", "a/b/c"])
+def test_a_model_path_that_does_not_exist_is_a_typo_not_a_repo_id(ckpt, patched_set_venv, meminfo, model):
+    for serve_args in (f"--model {model} -tp 4", f"vllm serve {model}"):
+        with pytest.raises(UsageError, match=f"names the model {model}, which does not exist") as info:
+            run(ckpt, patched_set_venv, meminfo, serve_args=serve_args)
+        assert f"the same as CHECKPOINT_DIR {ckpt}" in str(info.value)
+
+
+def test_serve_args_of_another_vllm_command_are_refused():
+    with pytest.raises(UsageError, match="`vllm chat` does not start the server"):
+        preflight.parse_serve_args("vllm chat")
 
 
 def test_a_release_without_a_policy_file(ckpt, wheelhouse, engine_venv, pins_env, meminfo):
@@ -447,3 +474,51 @@ def test_serve_args_the_engine_would_refuse_are_usage_errors_naming_what_to_chan
     with pytest.raises(UsageError, match=match) as err:
         preflight.parse_serve_args(serve_args)
     assert str(err.value).startswith("--serve-args: ")
+
+
+@pytest.fixture(scope="module")
+def fp8_ckpt(tmp_path_factory):
+    return ckpt_factory.make(tmp_path_factory.mktemp("ckpt") / "fp8", "fp8")
+
+
+def test_an_fp8_table_on_a_stock_engine_will_start_as_installed(fp8_ckpt, set_venv, pins_env, meminfo):
+    """The engine reads an FP8 table unpatched, and the patched policy and loader act on an NVFP4
+    request only (ple4_policy_requested): a pristine set, its automatic placement and an offload
+    setting block nothing; the JSON holds one verdict."""
+    r = run(fp8_ckpt, set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"}, tp=4)
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"], pf["blockers"]) == (EXIT_OK, True, []), blockers(r)
+    assert r.message.startswith("WILL START") and r.message == pf["verdict"] == r.data["verdict"]
+    files = [f["message"] for f in pf["findings"] if f["area"] == "files"]
+    assert files == [f"{TARGET_REL}: pristine, not patched: an FP8 table needs no patch (the engine reads it "
+                     "as installed)", f"{POLICY_REL}: pristine, not patched: an FP8 table needs no patch (the "
+                     "engine reads it as installed)"]
+    (placement,) = [f["message"] for f in pf["findings"] if f["area"] == "placement"]
+    assert "ple4patch changes nothing for it" in placement
+    # the same checkpoint's NVFP4 twin on the same engine still needs the patch
+    nvfp4 = run(ckpt_factory.make(fp8_ckpt.parent / "nv", "nvfp4_rowpacked"), set_venv, meminfo, tp=4)
+    assert nvfp4.exit_code == EXIT_CHECKPOINT and nvfp4.data["verdict"] == nvfp4.message
+
+
+def test_an_fp8_table_on_a_real_pristine_engine_will_start(fp8_ckpt, wheelhouse, engine_venv, meminfo):
+    rows = {row.folder: row for row in kit.shared_engines()}
+    if "1cat-vllm-main-15a8d185" not in rows:
+        pytest.skip("../shared/engines is absent")
+    venv = engine_venv(wheelhouse.engine(rows["1cat-vllm-main-15a8d185"].path.read_bytes(), version="1.5.2"))
+    res = CliRunner().invoke(main, ["inspect", str(fp8_ckpt), str(venv), "--tp", "4", "--json"])
+    d = kit.validate(json.loads(res.stdout))
+    assert res.exit_code == EXIT_OK and d["verdict"] == d["message"] == d["preflight"]["verdict"], d["message"]
+    assert d["engine"]["state"] == "pristine" and d["preflight"]["blockers"] == []
+
+
+def test_a_checkpoint_of_another_model_starts_as_before(tmp_path, set_venv, pins_env, meminfo):
+    """No PLE table and no PLE key in config.json: whatever the engine's patch state, one line
+    and exit 0 (README: ple4patch changes nothing for another model)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8}
+    root = ckpt_factory.write(tmp_path / "llama", cfg,
+                              {"model.embed_tokens.weight": ckpt_factory.torch.zeros(4, 8)}, index=False)
+    r = run(root, set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"], pf["findings"]) == (EXIT_OK, True, [])
+    assert r.message == pf["verdict"] == r.data["verdict"] == (
+        "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it")

@@ -68,6 +68,14 @@ class PleConfig:
     def get(self, key: str) -> Any:
         return self.text.get(key)
 
+    @property
+    def names_ple(self) -> bool:
+        """Whether config.json speaks of a PLE table at all: a key the PLE layer reads, or a
+        ple_embedding_dtype (a checkpoint of another model has none of them)."""
+        keys = REQUIRED_CONFIG_KEYS + ("ple_embedding_dtype", "split_ngram_parts")
+        return self.dtype is not None or any(
+            where.get(key) is not None for where in (self.text, self.raw) for key in keys)
+
     def number(self, key: str) -> int | None:
         return self.numbers.get(key)
 

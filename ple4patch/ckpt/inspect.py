@@ -18,7 +18,7 @@ from .config import load_config
 from .files import load_checkpoint
 from .layout import CONFIG_FILE, INDEX_FILE
 from .memory import host_memory
-from .placement import host_budget
+from .placement import PIN_POWER_OF_TWO, host_budget, host_reserve
 from .problem import Problem
 from .report import InspectReport, render_body
 from .scan import CHUNK_BYTES, ScanResult, scan_bytes, scan_plan, scan_tables
@@ -40,7 +40,7 @@ def _scan(ckpt, tables, progress: bool, chunk_bytes: int) -> ScanResult:
 def inspect_checkpoint(
     checkpoint: str | os.PathLike[str],
     *,
-    tp: int = 1,
+    tp: int | None = None,
     ranks_per_host: int | None = None,
     venv: str | os.PathLike[str] | None = None,
     scan: bool = False,
@@ -51,6 +51,8 @@ def inspect_checkpoint(
     environ: Mapping[str, str] | None = None,
 ) -> InspectReport:
     """Inspect a checkpoint directory. Usage errors raise; findings go into the report.
+
+    ``tp`` None: not given, the figures are for one rank (and the report says so).
 
     ``host_budget_gib``: the pinned-host budget per rank, else ``VLLM_QWEN4EXP_PLE_HOST_GIB``
     from ``environ`` (default: this process's environment), else none.
@@ -63,6 +65,8 @@ def inspect_checkpoint(
             f"no {CONFIG_FILE} in {root}: pass the checkpoint directory (the one holding "
             f"{CONFIG_FILE} and {INDEX_FILE})"
         )
+    tp_given = tp is not None
+    tp = 1 if tp is None else tp
     if tp < 1:
         raise UsageError(f"--tp must be at least 1, got {tp}")
     ranks = tp if ranks_per_host is None else ranks_per_host
@@ -70,8 +74,9 @@ def inspect_checkpoint(
         raise UsageError(f"--ranks-per-host must be between 1 and --tp ({tp}), got {ranks}")
     try:
         budget, budget_source = host_budget(host_budget_gib, environ)
+        host_reserve(0, environ)  # a bad reserve variable is refused here, before the report
     except ValueError as exc:
-        raise UsageError(f"{exc}: the engine refuses it too") from None
+        raise UsageError(str(exc)) from None
     try:
         raw = load_config(root)
     except AccessError as exc:  # a FIFO, device, directory... or a symlink out: one line, exit 10
@@ -88,14 +93,22 @@ def inspect_checkpoint(
     if venv is not None:
         engine_info, engine_problems, engine_warnings = venv_engine(venv, tables)
 
-    problems = list(ckpt.config.problems) + list(ckpt.problems) + missing_tables(ckpt, tables)
+    # A checkpoint of another model: no PLE table and no PLE key in config.json. ple4patch
+    # changes nothing for it, so only its files' own problems count.
+    ple_table = bool(tables) or ckpt.config.names_ple
+    if ple_table:
+        problems = list(ckpt.config.problems) + list(ckpt.problems) + missing_tables(ckpt, tables)
+    else:
+        problems = list(ckpt.problems)
     warnings: list[Problem] = []
     for t in tables:
         problems += t.problems
         warnings += t.warnings
     rule = engine_info.get("host_budget_rule") if engine_info else None
+    fp8_pin = (engine_info or {}).get("fp8_pin_rule") or PIN_POWER_OF_TWO  # without VENV: as stock
     memory, mem_problems, mem_warnings = host_memory(tables, tp, ranks, meminfo_path, budget, budget_source,
-                                                     environ, rule)
+                                                     environ, rule, fp8_pin)
+    memory["tp_given"] = tp_given
     problems += mem_problems + engine_problems
     warnings += mem_warnings + engine_warnings
 
@@ -104,7 +117,8 @@ def inspect_checkpoint(
         scan_result = _scan(ckpt, tables, progress, chunk_bytes)
         problems += scan_result.problems
 
-    return InspectReport(root, tp, ranks, ckpt, tables, memory, engine_info, scan_result, problems, warnings)
+    return InspectReport(root, tp, ranks, ckpt, tables, memory, engine_info, scan_result, problems, warnings,
+                         ple_table=ple_table)
 
 
 def run(checkpoint: str | os.PathLike[str], *, progress: bool = True, **options):

@@ -7,7 +7,8 @@ import os
 from typing import Any, Mapping
 
 from .layout import LAYOUT_FP8, row_bytes
-from .placement import GIB, HOST_BUDGET_ENV, PAGE_BYTES, Placement, host_reserve, host_share, place_rows
+from .placement import (GIB, HOST_BUDGET_ENV, PAGE_BYTES, PIN_PAGE, PIN_POWER_OF_TWO, Placement, host_reserve,
+                        host_share, place_rows)
 from .problem import Problem
 from .table import TableReport
 
@@ -41,7 +42,8 @@ def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, in
 def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo_path: str,
                 budget: int | None = None, budget_source: str | None = None,
                 environ: Mapping[str, str] | None = None,
-                rule: str | None = None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+                rule: str | None = None,
+                fp8_pinned_by: str = PIN_POWER_OF_TWO) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
     """(the report's ``memory`` object, problems, warnings) for ``tp`` ranks, ``ranks_per_host`` here.
 
     ``budget``: the host budget per rank in bytes (None: none, the whole share in host memory).
@@ -49,6 +51,9 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
     None: not known, no engine given). With ``"fair_share"`` and no budget, each rank keeps its
     fair share of host memory, min(share, max(0, MemAvailable - reserve) // ranks), and the
     rest goes to VRAM, as the loader does; with ``"none"`` a budget is ignored, as the loader does.
+    ``fp8_pinned_by``: how the engine pins an FP8 table's host rows (``placement.PIN_POWER_OF_TWO``,
+    torch's caching host allocator, as stock 1Cat-vLLM; ``PIN_PAGE`` where the release registers
+    them exactly: ``venv_engine.fp8_pin_rule``); an NVFP4 table is pinned to the page.
     """
     problems: list[Problem] = []
     warnings: list[Problem] = []
@@ -74,7 +79,8 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
         rows_per_rank += rows
         share += rows * t.row_bytes
         fp8_share += rows * row_bytes(LAYOUT_FP8, t.head_dim)
-        placed.append((t, place_rows(rows, t.row_bytes, budget)))
+        pinned_by = fp8_pinned_by if t.layout == LAYOUT_FP8 else PIN_PAGE
+        placed.append((t, place_rows(rows, t.row_bytes, budget, pinned_by)))
     pinned = sum(p.pinned_bytes for _, p in placed)
     host = pinned * ranks_per_host
     vram_rows = sum(p.vram_rows for _, p in placed)
@@ -96,13 +102,15 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
         "host_budget_source": budget_source,
         "host_rows_per_rank": sum(p.host_rows for _, p in placed),
         "vram_rows_per_rank": sum(p.vram_rows for _, p in placed),
+        "host_bytes_per_rank": sum(p.host_bytes for _, p in placed),
         "pinned_bytes_per_rank": pinned,
         "pinned_bytes_per_host": host,
         "vram_bytes_per_rank": sum(p.vram_bytes for _, p in placed),
         "page_bytes": PAGE_BYTES,
         "per_table": [
             {"layer": t.layer, "ple_layer_id": t.ple_layer_id, "rows_per_rank": p.rows, "row_bytes": p.row_bytes, "host_rows": p.host_rows,
-             "vram_rows": p.vram_rows, "pinned_bytes": p.pinned_bytes, "vram_bytes": p.vram_bytes}
+             "vram_rows": p.vram_rows, "pinned_bytes": p.pinned_bytes, "pinned_by": p.pinned_by,
+             "vram_bytes": p.vram_bytes}
             for t, p in placed
         ],
         "host_mem_available": available,

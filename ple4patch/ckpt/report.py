@@ -12,12 +12,16 @@ from ..errors import CheckpointProblem
 from .files import Checkpoint
 from .layout import LAYOUT_FP8, SHARD_GLOBAL_SCALE, STOCK_ENGINE_READS, TABLE_FP8_SCALE, TABLE_GLOBAL_SCALE
 from .memory import gib
+from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
 
 SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
+
+
+NOT_PLE_VERDICT = "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it"
 
 
 def _plural(n: int) -> str:
@@ -36,6 +40,7 @@ class InspectReport:
     scan: ScanResult | None
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    ple_table: bool = True  # False: a checkpoint of another model (no PLE table, no PLE key in config.json)
 
     @property
     def ok(self) -> bool:
@@ -45,6 +50,8 @@ class InspectReport:
     def verdict(self) -> str:
         if self.problems:
             return f"WILL NOT LOAD: {_plural(len(self.problems))} (listed above)"
+        if not self.ple_table:
+            return NOT_PLE_VERDICT
         layouts = {t.layout for t in self.tables}
         if self.engine is not None:
             return f"OK: will load with the engine in {self.engine['venv']} ({self.engine['state']})"
@@ -105,28 +112,42 @@ def _table_lines(t: TableReport) -> list[str]:
     ]
 
 
+def _power_of_two(m: dict[str, Any]) -> bool:
+    """Whether a table's host rows are pinned through torch's caching host allocator (FP8)."""
+    return any(t.get("pinned_by") == PIN_POWER_OF_TWO and t["host_rows"] for t in m.get("per_table", ()))
+
+
+TP_NOT_GIVEN = "--tp not given: pass --tp N for N GPUs"
+
+
 def _memory_lines(m: dict[str, Any]) -> list[str]:
     per_host = f"{m['ranks_per_host']} rank(s) on this host"
+    tp = f"TP{m['tp']}" + ("" if m.get("tp_given", True) else f" ({TP_NOT_GIVEN})")
     if m["host_budget_bytes"] is None:
         compare = ""
         if m["fp8_bytes_per_rank"] != m["bytes_per_rank"]:
             compare = f" (as FP8: {gib(m['fp8_bytes_per_rank'])})"
+        how = (f"{m['pinned_bytes_per_rank']:,} B pinned per rank (torch's pinned allocator rounds the FP8 "
+               f"table's {m['host_bytes_per_rank']:,} B up to a power of two)" if _power_of_two(m) else
+               f"exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a {m['page_bytes']} B page)")
         lines = [
-            f"pinned      TP{m['tp']}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
+            f"pinned      {tp}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
             f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
-            f"            exactly {m['pinned_bytes_per_rank']:,} B per rank (rows x row bytes, up to a "
-            f"{m['page_bytes']} B page), {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
+            f"            {how}, {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
             "all rows in host memory",
         ]
     else:
         lines = [
-            f"pinned      TP{m['tp']}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
+            f"pinned      {tp}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
             f"memory, {gib(m['pinned_bytes_per_rank'])} ({m['pinned_bytes_per_rank']:,} B) per rank; "
             f"{gib(m['pinned_bytes_per_host'])} ({m['pinned_bytes_per_host']:,} B) for {per_host}",
             f"vram        {m['vram_rows_per_rank']:,} rows per rank in GPU memory, {gib(m['vram_bytes_per_rank'])} "
             f"({m['vram_bytes_per_rank']:,} B); host budget {gib(m['host_budget_bytes'])} per rank "
             f"({m['host_budget_source']})",
         ]
+        if _power_of_two(m):
+            lines.insert(1, f"            torch's pinned allocator rounds the FP8 table's "
+                         f"{m['host_bytes_per_rank']:,} B of host rows up to a power of two")
     if m["host_mem_available"] is not None:
         verdict = "fits" if m["fits"] else "DOES NOT FIT"
         lines.append(f"host        MemAvailable {gib(m['host_mem_available'])} of {gib(m['host_mem_total'])}: {verdict}")
@@ -171,11 +192,14 @@ def body_lines(report: InspectReport) -> list[tuple[str, int]]:
     via = f" via {report.ckpt.index_file}" if report.ckpt.index_file else ""
     dtype = f"{cfg.dtype!r} ({cfg.dtype_source})" if cfg.dtype else "not set"
     parts = f"{cfg.split_ngram_parts}" + (" (default: not in config)" if cfg.split_ngram_parts_default else "")
+    head_dim = cfg.head_dim if cfg.head_dim is not None else "unknown (needs ple_embed_dim, ngram_size, heads_per_ngram)"
+    tensors = len(report.ckpt.tensors)
     lines = [
         f"checkpoint  {report.checkpoint}",
-        f"            {len(files)} safetensors file(s){via}, {len(report.ckpt.tensors)} tensors, {gib(size)}",
-        f"config      ple_embedding_dtype {dtype}; head_dim {cfg.head_dim}; split_ngram_parts {parts}",
+        f"            {len(files)} safetensors file(s){via}, {tensors} tensor{'s' if tensors != 1 else ''}, {gib(size)}",
     ]
+    if report.ple_table:
+        lines.append(f"config      ple_embedding_dtype {dtype}; head_dim {head_dim}; split_ngram_parts {parts}")
     for t in report.tables:
         lines += _table_lines(t)
     if report.tables:

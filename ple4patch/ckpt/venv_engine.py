@@ -39,13 +39,35 @@ _FAIR_SHARE_NAMES = (("cap_host_budget_bytes",), ("available_host_bytes",), ("to
                      ("ple_host_reserve_bytes", "_ple_host_reserve_bytes"))
 
 
-def _target_rule(eng) -> str | None:
+# Names of the releases that register the FP8 table's host rows exactly instead of pinning them
+# with torch.empty(pin_memory=True): `_ple_pinned_host_empty` (cudaHostRegister) at
+# cookys/1Cat-vLLM 1b5731f903c980d5e11019be3154e8b7ebc8a35d, `allocate_host_table` (from
+# `.exact_pin`) at Qixiao02/1Cat-vLLM 0aac941e5e107a12953ac232a064b429ab9a0275.
+_EXACT_FP8_PIN_NAMES = ("_ple_pinned_host_empty", "allocate_host_table")
+
+
+def fp8_pin_rule(text: str) -> str:
+    """How this ``ple_layer.py`` (without ple4patch's injected code) pins an FP8 table's host
+    rows: ``placement.PIN_PAGE`` when it registers them exactly, else
+    ``placement.PIN_POWER_OF_TWO`` (torch's caching host allocator, as 1CatAI/1Cat-vLLM 036318a0
+    and 15a8d185 and rapatel0/1Cat-vLLM a223f046 do)."""
+    import re
+
+    from .placement import PIN_PAGE, PIN_POWER_OF_TWO
+
+    if any(re.search(rf"\b{name}\b", text) for name in _EXACT_FP8_PIN_NAMES):
+        return PIN_PAGE
+    return PIN_POWER_OF_TWO
+
+
+def _target_text(eng) -> str | None:
+    """The venv's ``ple_layer.py`` as its release wrote it (ple4patch's injected code removed)."""
     from ..readfile import read_regular
 
     try:
         from ..sentinel import strip_injected
 
-        return host_budget_rule(strip_injected(read_regular(eng.target).decode("utf-8", errors="replace")))
+        return strip_injected(read_regular(eng.target).decode("utf-8", errors="replace"))
     except (OSError, Ple4Error):
         return None
 
@@ -97,6 +119,7 @@ def venv_engine(venv: str | os.PathLike[str],
             Problem("engine", f"the engine is patched by an older ple4patch ({patch_id}): "
                     f"`ple4patch apply {eng.venv}` updates it", file=str(eng.target))
         )
+    text = _target_text(eng)
     info = {
         "venv": str(eng.venv),
         "version": eng.version,
@@ -106,6 +129,7 @@ def venv_engine(venv: str | os.PathLike[str],
         "state_from": how,
         "reads": reads,
         "can_read": can_read,
-        "host_budget_rule": _target_rule(eng),
+        "host_budget_rule": None if text is None else host_budget_rule(text),
+        "fp8_pin_rule": None if text is None else fp8_pin_rule(text),
     }
     return info, problems, warnings
