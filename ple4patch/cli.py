@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import sys
 import traceback
 from typing import Callable
@@ -30,7 +29,7 @@ from typing import Callable
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, columns, commands, render, terminal
+from . import __version__, columns, commands, render, shell, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
 from .result import Result
 
@@ -124,10 +123,11 @@ def run_command(command: str, as_json: bool, thunk: Callable[[], Result], *, ver
     except KeyboardInterrupt:  # Ctrl-C: the writes are atomic and a half-done apply takes itself back
         ctx = click.get_current_context(silent=True)
         venv = ctx.params.get("venv") if ctx is not None else None
-        where = f" {shlex.quote(os.fsdecode(venv))}" if venv else ""
+        where = [venv] if venv else []
         msg = (
             f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
-            f"run `ple4patch status{where}` to see which, and run `ple4patch {command}{where}` again to finish"
+            f"run `{shell.ple4patch('status', *where)}` to see which, and run "
+            f"`{shell.ple4patch(command, *where)}` again to finish"
         )
         _emit(Result.stopped(command, EXIT_INTERRUPTED, "interrupted", msg), as_json, f"ple4patch {command}: {msg}")
     except Ple4Error as err:

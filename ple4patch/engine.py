@@ -15,7 +15,6 @@ import csv
 import io
 import os
 import re
-import shlex
 import stat
 import sys
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import readfile
+from . import readfile, shell
 from .errors import EngineNotFound, ModifiedFile, NotWritable, UsageError
 from .paths import TARGET_REL
 
@@ -164,14 +163,14 @@ def venv_pip(venv: str | os.PathLike, args: str) -> str:
     """`VENV/bin/python -m pip ARGS`: pip run by the engine venv's own interpreter (its path
     quoted for a shell), so that it installs into that venv whichever Python runs ple4patch
     and whichever venv is active (a bare `pip` from ple4patch's own venv would install there)."""
-    return f"{shlex.quote(os.path.join(os.fspath(venv), 'bin', 'python'))} -m pip {args}"
+    return f"{shell.venv_python(venv)} -m pip {args}"
 
 
 def reinstall_hint(engine: Engine, *, version: bool = True) -> str:
     """The pip command that puts the engine's shipped files back, in the engine's own venv
     (`venv_pip`); `version=False` when the installed version is not known for sure."""
     req = f"1cat-vllm=={engine.version}" if version and engine.version else "1cat-vllm"
-    quoted = f"'{req}'" if "'" not in req else shlex.quote(req)
+    quoted = f"'{req}'" if "'" not in req else shell.quote(req)
     return venv_pip(engine.venv, f"install --force-reinstall --no-deps {quoted}")
 
 
