@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,13 +55,24 @@ def venv_python(venv: str | os.PathLike) -> str:
     raise EngineNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by python -m venv)")
 
 
-def _check_arch(arch: str) -> str:
-    import re
+# The GPU architectures --arch accepts: those ptxas knows. Triton 3.6.0 bundles the ptxas of CUDA
+# 12.8 (its `ptxas --help`: sm_50 .. sm_120); newer CUDA adds sm_103, sm_110 and sm_121. Anything
+# else is refused before anything compiles (ptxas would fail on it: `Value 'sm_7' is not defined`).
+PTXAS_ARCHS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+_ARCH = re.compile(r"(?:sm_?)?(?:(\d)\.(\d)|(\d+))(a?)")  # sm_70, sm70, 70, 7.0; sm_90a (90 and up)
 
-    s = str(arch).strip().lower()
-    if not re.fullmatch(r"(sm_?)?\d+|(sm_?)?\d\.\d", s):
-        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}")
-    return s
+
+def check_arch(arch: str) -> str:
+    """`--arch` as the self-check takes it (`sm_70`), or a UsageError naming the value and the
+    accepted form. `sm_90a` is `sm_90`: Triton builds 90 and up as the arch-specific variant."""
+    m = _ARCH.fullmatch(str(arch).strip().lower())
+    known = f"ptxas knows sm_{' '.join(map(str, PTXAS_ARCHS))} (write it like sm_70)"
+    if not m:
+        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}; {known}")
+    cc = int(m.group(3) or m.group(1) + m.group(2))
+    if cc not in PTXAS_ARCHS or (m.group(4) and cc < 90):
+        raise UsageError(f"--arch: unknown architecture {arch!r}; {known}")
+    return f"sm_{cc}"
 
 
 def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
@@ -70,7 +82,7 @@ def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
     PTX target), mode ("gpu" or "interpreter"), gpu (device and capability, or None),
     exactness (per table kind and dtype: values compared, mismatches), ok, seconds.
     """
-    arch = _check_arch(arch)
+    arch = check_arch(arch)
     python = venv_python(venv) if venv else sys.executable
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)  # the child decides; compiled code must be real
