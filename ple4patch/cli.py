@@ -220,7 +220,7 @@ def _show_dry_run(stat: bool, pager: bool, verbose: bool) -> Callable[[Result], 
 @venv_argument
 @click.option("--dry-run", is_flag=True, help="Show what would change (summary, then the diff); write nothing.")
 @click.option("--stat", is_flag=True, help="With --dry-run: the summary alone (regions changed, +/- lines).")
-@click.option("--no-pager", "no_pager", is_flag=True, help="Never page the dry run's diff ($PAGER, less).")
+@click.option("--no-pager", "no_pager", is_flag=True, help="With --dry-run: never page the diff ($PAGER, less).")
 @click.option(
     "--allow-unknown",
     is_flag=True,
@@ -239,6 +239,8 @@ def apply(venv: str | None, dry_run: bool, stat: bool, no_pager: bool, allow_unk
     """
     if stat and not dry_run:
         raise click.UsageError("--stat goes with --dry-run (the summary of what would change)")
+    if no_pager and not dry_run:
+        raise click.UsageError("--no-pager goes with --dry-run (the diff it would page); nothing was written")
     run_command("apply", as_json, lambda: commands.apply.run(venv, dry_run=dry_run, allow_unknown=allow_unknown),
                 verbose=verbose, show=_show_dry_run(stat, not no_pager, verbose) if dry_run else None)
 
