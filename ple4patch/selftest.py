@@ -20,7 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import EngineNotFound, SelftestFailed, UsageError
+from . import shell
+from .errors import SelftestFailed, UsageError, VenvNotFound
+from .paths import venv_root_of
 
 TIMEOUT_S = 900
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -42,17 +44,24 @@ _HINT_VENV = (
 
 
 def venv_python(venv: str | os.PathLike) -> str:
-    """The Python interpreter of a virtual environment (or a python executable given directly)."""
+    """The Python interpreter of a virtual environment. A path inside one (`VENV/bin/python`) is
+    refused with the venv's root named, as every command refuses it."""
     p = Path(venv).expanduser()
-    if p.is_file() and os.access(p, os.X_OK):
-        return str(p)
     if not p.is_dir():
-        raise EngineNotFound(f"venv {str(p)!r} does not exist: give the engine's virtual environment directory")
+        root = venv_root_of(p)
+        if root is not None:
+            raise VenvNotFound(f"{str(p)!r} is not a venv but a file in one: did you mean {root}? "
+                               f"(pass the venv's root: `{shell.ple4patch('selftest', root)}`)")
+        what = "is not a directory" if p.exists() else "does not exist"
+        raise VenvNotFound(f"venv {str(p)!r} {what}: give the engine's virtual environment directory")
     for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
         cand = p / name
         if cand.exists() and os.access(cand, os.X_OK):
             return str(cand)
-    raise EngineNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by python -m venv)")
+    root = venv_root_of(p)
+    meant = f": did you mean {root}? (pass the venv's root: `{shell.ple4patch('selftest', root)}`)" if root else ""
+    raise VenvNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by "
+                       f"python -m venv){meant}")
 
 
 # The GPU architectures --arch accepts: those ptxas knows. Triton 3.6.0 bundles the ptxas of CUDA

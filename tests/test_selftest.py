@@ -120,6 +120,16 @@ def test_selftest_bad_venv_and_arch(tmp_path):
         selftest.run_selftest(None, "volta")
 
 
+def test_selftest_refuses_a_path_inside_a_venv_naming_its_root(tmp_path):
+    """As status and apply do: `VENV/bin/python` is refused (exit 3) with VENV named."""
+    venv = tmp_path / "my venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    for inside in (venv / "bin" / "python", venv / "lib"):
+        with pytest.raises(EngineNotFound, match=f"did you mean {venv}\\? .*`ple4patch selftest '{venv}'`") as info:
+            selftest.run_selftest(str(inside), "sm_70")
+        assert info.value.kind == "venv_not_found"
+
+
 def test_cli_selftest_json_and_exit_codes(tmp_path):
     from click.testing import CliRunner
 
@@ -136,3 +146,5 @@ def test_cli_selftest_json_and_exit_codes(tmp_path):
     res = CliRunner().invoke(main, ["selftest", str(venv), "--json"])
     assert res.exit_code == EXIT_SELFTEST_FAILED
     assert json.loads(res.output)["error"]["kind"] == "selftest_failed"
+    res = CliRunner().invoke(main, ["selftest", str(tmp_path / "nonexistent"), "--json"])
+    assert res.exit_code == 3 and json.loads(res.output)["error"]["kind"] == "venv_not_found", res.output
