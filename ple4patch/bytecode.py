@@ -14,7 +14,7 @@ import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fsio, readfile
+from . import fsio, readfile, shell
 from .errors import StaleBytecode
 from .paths import pycs
 
@@ -138,7 +138,7 @@ def clean_pycache_noted(target: Path, *, venv: Path | None = None) -> tuple[list
             fsio.fsync_dir(target.parent / "__pycache__")
     if blocking:
         pyc, why = blocking[0]
-        again = f"ple4patch apply {venv}" if venv is not None else "the same ple4patch command"
+        again = shell.ple4patch('apply', venv) if venv is not None else "the same ple4patch command"
         raise StaleBytecode(
             f"{target} holds its new bytes, but {pyc} is an unchecked-hash pyc of other bytes that "
             f"Python would run instead of the file, and it cannot be removed ({why}): run `{again}` "

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import sys
 import traceback
 from typing import Callable
@@ -30,7 +29,7 @@ from typing import Callable
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, columns, commands, render, terminal
+from . import __version__, columns, commands, render, shell, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
 from .result import Result
 
@@ -124,10 +123,11 @@ def run_command(command: str, as_json: bool, thunk: Callable[[], Result], *, ver
     except KeyboardInterrupt:  # Ctrl-C: the writes are atomic and a half-done apply takes itself back
         ctx = click.get_current_context(silent=True)
         venv = ctx.params.get("venv") if ctx is not None else None
-        where = f" {shlex.quote(os.fsdecode(venv))}" if venv else ""
+        where = [venv] if venv else []
         msg = (
             f"interrupted (Ctrl-C); every file ple4patch writes is whole (pristine or patched): "
-            f"run `ple4patch status{where}` to see which, and run `ple4patch {command}{where}` again to finish"
+            f"run `{shell.ple4patch('status', *where)}` to see which, and run "
+            f"`{shell.ple4patch(command, *where)}` again to finish"
         )
         _emit(Result.stopped(command, EXIT_INTERRUPTED, "interrupted", msg), as_json, f"ple4patch {command}: {msg}")
     except Ple4Error as err:
@@ -220,7 +220,7 @@ def _show_dry_run(stat: bool, pager: bool, verbose: bool) -> Callable[[Result], 
 @venv_argument
 @click.option("--dry-run", is_flag=True, help="Show what would change (summary, then the diff); write nothing.")
 @click.option("--stat", is_flag=True, help="With --dry-run: the summary alone (regions changed, +/- lines).")
-@click.option("--no-pager", "no_pager", is_flag=True, help="Never page the dry run's diff ($PAGER, less).")
+@click.option("--no-pager", "no_pager", is_flag=True, help="With --dry-run: never page the diff ($PAGER, less).")
 @click.option(
     "--allow-unknown",
     is_flag=True,
@@ -239,6 +239,8 @@ def apply(venv: str | None, dry_run: bool, stat: bool, no_pager: bool, allow_unk
     """
     if stat and not dry_run:
         raise click.UsageError("--stat goes with --dry-run (the summary of what would change)")
+    if no_pager and not dry_run:
+        raise click.UsageError("--no-pager goes with --dry-run (the diff it would page); nothing was written")
     run_command("apply", as_json, lambda: commands.apply.run(venv, dry_run=dry_run, allow_unknown=allow_unknown),
                 verbose=verbose, show=_show_dry_run(stat, not no_pager, verbose) if dry_run else None)
 

@@ -6,15 +6,18 @@
   error: ...`). A word is never broken: a path longer than a line stands alone on its own line,
   the one exception to WIDTH.
 - A suggested command -- a span in backticks, or `ple4patch COMMAND [--options] [ARG]` and
-  `[VENV/bin/python -m] pip install [--options] [ARG]` as messages write them -- moves whole to the next line when it does
-  not fit the rest of this one. Longer than a line, it goes on as a shell does: ` \\` at the end,
+  `[VENV/bin/python -m] pip install [--options] [ARG]` as messages write them (`shell` quotes
+  their words) -- moves whole to the next line when it does not fit the rest of this one; a
+  quoted word in it (`'/tmp/my engine'`) is one word. Longer than a line, it goes on as a shell does: ` \\` at the end,
   the rest two columns further in, so that it pastes into a shell as printed. A single-quoted
   span (`'1cat-vllm==1.5.1'`, `'{"ple_disk_cascade": false}'`) is never split.
 - `fit_lines([(line, hang), ...])` does both for a report laid out in columns (`inspect`).
 - `relative_to_site(text)` names the files under one site-packages directory relative to it,
   and that directory once, after the first of them: `cannot revert
   vllm/models/qwen4_exp/nvidia/ple_layer.py (in /opt/engine/lib/python3.12/site-packages): ...`.
-  Text for people uses it; `--verbose` and `--json` keep every path whole.
+  Text for people uses it; `--verbose` and `--json` keep every path whole, and so does a text
+  whose site-packages has a space or a quote in its path (where a path ends is then not
+  known from the text: it is shown whole).
 
 Pure functions of strings: no reads, no writes.
 """
@@ -31,8 +34,9 @@ CONTINUATION = " \\"  # ends a line of a command that goes on on the next line
 _LABEL = re.compile(r"^([a-z][a-z0-9 ]*:) +(?=\S)")
 _COMMAND = re.compile(
     r"`[^`]*`"  # anything in backticks
-    r"|\bple4patch (?:apply|status|verify|revert|inspect|selftest)\b(?!:)(?: --?[a-z][a-z-]*)*(?: (?![(-])[^\s`]+)?"
-    r"|(?:(?:'[^'\n]*/bin/python[0-9.]*'|(?<![^\s(])[^\s`'(]*/bin/python[0-9.]*) -m )?"  # the venv's own pip
+    r"|\bple4patch (?:apply|status|verify|revert|inspect|selftest)\b(?!:)(?: --?[a-z][a-z-]*)*"
+    r"(?: (?![(-])(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s`'\"])+)?"  # [ARG], shell-quoted
+    r"|(?:(?:'(?:[^'\n]|'\"'\"')*/bin/python[0-9.]*'|(?<![^\s(])[^\s`'(]*/bin/python[0-9.]*) -m )?"  # the venv's own pip
     r"\bpip install(?: --?[a-z][a-z-]*)*(?: '[^']*'| (?![(-])[^\s`]+)?"
 )
 _QUOTED = re.compile(r"(?<![^\s(=])'[^'\n]*'(?=[\s)`,.;:]|$)")  # a quote opens a word (not "engine's")
@@ -62,6 +66,9 @@ def _words(body: str) -> list[_Word]:
         j = i
         while j < n and body[j] != " ":
             inside = next((e for s, e in quoted if s <= j < e), None)
+            if body[j] in "'\"" and any(s <= j < e for s, e in commands):  # a command's quoted part: one word
+                close = body.find(body[j], j + 1)
+                inside = close + 1 if close > j else None
             j = inside if inside is not None and inside > j else j + 1
         cmd = next((k for k, (s, e) in enumerate(commands) if s < j and i < e), None)
         out.append(_Word(body[i:j], cmd))
@@ -144,8 +151,8 @@ def relative_to_site(text: str) -> str:
     text names the directory by itself. Text naming no or several site-packages is returned as
     it is."""
     sites = {m.group(1) for m in _SITE.finditer(text)}
-    if len(sites) != 1:
-        return text
+    if len(sites) != 1 or not next(iter(sites)).startswith("/"):
+        return text  # several, or the tail of a path with a space or quote in it: every path whole
     site = sites.pop()
     named = re.search(re.escape(site) + r"(?!/)", text) is not None
     out: list[str] = []

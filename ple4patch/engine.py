@@ -15,7 +15,6 @@ import csv
 import io
 import os
 import re
-import shlex
 import stat
 import sys
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import readfile
+from . import readfile, shell
 from .errors import EngineNotFound, ModifiedFile, NotWritable, UsageError
-from .paths import TARGET_REL
+from .paths import TARGET_REL, venv_root_of
 
 RECORD_LIMIT = 64 * readfile.MiB  # a real RECORD (vllm: thousands of rows) is well under 1 MiB
 METADATA_HEAD = 1 * readfile.MiB  # the headers come first; the description after them is not read
@@ -164,14 +163,14 @@ def venv_pip(venv: str | os.PathLike, args: str) -> str:
     """`VENV/bin/python -m pip ARGS`: pip run by the engine venv's own interpreter (its path
     quoted for a shell), so that it installs into that venv whichever Python runs ple4patch
     and whichever venv is active (a bare `pip` from ple4patch's own venv would install there)."""
-    return f"{shlex.quote(os.path.join(os.fspath(venv), 'bin', 'python'))} -m pip {args}"
+    return f"{shell.venv_python(venv)} -m pip {args}"
 
 
 def reinstall_hint(engine: Engine, *, version: bool = True) -> str:
     """The pip command that puts the engine's shipped files back, in the engine's own venv
     (`venv_pip`); `version=False` when the installed version is not known for sure."""
     req = f"1cat-vllm=={engine.version}" if version and engine.version else "1cat-vllm"
-    quoted = f"'{req}'" if "'" not in req else shlex.quote(req)
+    quoted = f"'{req}'" if "'" not in req else shell.quote(req)
     return venv_pip(engine.venv, f"install --force-reinstall --no-deps {quoted}")
 
 
@@ -234,15 +233,21 @@ def find_engine(venv: str | os.PathLike | None = None, *, command: str = "status
     source = _venv_source(venv)
     venv_path = Path(venv) if venv is not None else default_venv()
     venv_path = Path(os.path.abspath(venv_path))
+    root = venv_root_of(venv_path)
+    meant = (f": did you mean {root}? (pass the venv's root: `{shell.ple4patch(command, root)}`)"
+             if root is not None else "")
     if not os.path.isdir(venv_path):
         how = " ($VIRTUAL_ENV)" if source == _ACTIVE else ""
+        if root is not None:
+            raise _refuse("no_venv", f"no such venv: {venv_path}{how} is a file in a venv{meant}")
         raise _refuse("no_venv", f"no such venv: {venv_path}{how} is not a directory; {_pass_it(command)}")
     candidates = _site_packages_dirs(venv_path)
     if not candidates:
         raise _refuse(
             "no_site_packages",
-            f"{venv_path} is not a Python venv: no lib/pythonX.Y/site-packages in it "
-            f"(pass the venv's root directory, the one holding bin/python)",
+            f"{venv_path} is not a Python venv" + (
+                f" but a directory in one{meant}" if root is not None else
+                ": no lib/pythonX.Y/site-packages in it (pass the venv's root directory, the one holding bin/python)"),
         )
     site = _choose_site_packages(venv_path, candidates)
     return _find_in_site(venv_path, site, source, command)

@@ -46,6 +46,13 @@ class EngineNotFound(Ple4Error):
     kind = "engine_not_found"
 
 
+class VenvNotFound(EngineNotFound):
+    """No venv at the path a command that needs only a Python (selftest) was given: it looks
+    for no engine, so its kind says what is missing (the exit code is engine-not-found's)."""
+
+    kind = "venv_not_found"
+
+
 class UnpinnedFile(Ple4Error):
     exit_code = EXIT_UNPINNED
     kind = "unpinned"

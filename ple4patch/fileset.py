@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fsio, readfile
+from . import fsio, readfile, shell
 from .engine import Engine, _read_record
 from .errors import ModifiedFile
 from .manifest import Manifest
@@ -110,7 +110,7 @@ class ConfigPlacement:
         if self.cascade == "storage":
             return f"{what}: it takes FP8 PLE storage only, so an NVFP4 checkpoint needs no setting"
         return (f"{what}, in a form ple4patch does not know: check a start with "
-                f"`ple4patch inspect CHECKPOINT_DIR {self.venv}`")
+                f"`{shell.ple4patch('inspect', 'CHECKPOINT_DIR', self.venv)}`")
 
 
 def config_placement(engine: Engine) -> ConfigPlacement | None:
@@ -242,13 +242,13 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
     notes = []
     if journal is not None:
         notes.append(f"an interrupted {journal.direction} left {journal.path}: the next "
-                     f"`ple4patch apply {engine.venv}` or `ple4patch revert {engine.venv}` finishes the "
+                     f"`{shell.ple4patch('apply', engine.venv)}` or `{shell.ple4patch('revert', engine.venv)}` finishes the "
                      f"whole set")
     if problem is not None:
         notes.append(f"{problem}; the next apply/revert removes it (each file is assessed on its own)")
     for p in orphans:
         notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
-                     f"no longer has; it is never restored (`ple4patch revert --clean {engine.venv}` "
+                     f"no longer has; it is never restored (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
                      f"removes it)")
     config = config_placement(engine)
     if config is not None:

@@ -22,9 +22,9 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from . import readfile
+from . import columns, readfile
 from .errors import LockTimeout, ModifiedFile, NotWritable
 from .paths import lock_path, stale_name as stale_path, temp_name
 
@@ -90,20 +90,57 @@ def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
         return default
 
 
+LOCK_NOTICE_AFTER = 1.0  # seconds of waiting for the lock before saying so, once, on stderr
+
+
+def lock_holder(fd: int) -> str | None:
+    """Who holds the flock on the file open at `fd`, from /proc/locks: `pid N (its command)`,
+    or None where that is not known (no /proc, another namespace)."""
+    st = os.fstat(fd)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            rows = [line.split() for line in f.read(1 << 20).splitlines()]
+    except OSError:
+        return None
+    for row in rows:
+        fields = [x for x in row if x != "->"]
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev and fields[4].isdigit():
+            pid = fields[4]
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = [os.fsdecode(a) for a in f.read(4096).split(b"\0") if a]
+            except OSError:
+                return f"pid {pid}"
+            shown = " ".join(" ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv[:4])).split())
+            return f"pid {pid} ({shown[:60]})" if shown else f"pid {pid}"
+    return None
+
+
+def _say_on_stderr(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, (columns.for_people(line) + "\n").encode("utf-8", "surrogateescape"))
+
+
 @contextlib.contextmanager
-def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
+def locked(directory: Path, timeout: float | None = None,
+           on_wait: Callable[[str], None] = _say_on_stderr) -> Iterator[Path]:
     """Hold an exclusive fcntl lock on `<directory>/.ple4patch.lock`.
 
     `directory` is the root of the venv's site-packages (`Engine.state_dir`), never the
     engine's package: pip uninstall would leave the file there, keeping `vllm/` alive.
     The lock file is left in place (unlinking lock files races); the lock dies
-    with the process, so a killed run never leaves the venv locked.
+    with the process, so a killed run never leaves the venv locked. After LOCK_NOTICE_AFTER
+    seconds of waiting, `on_wait` gets one line saying so (the CLI: on stderr, never in
+    --json's stdout): the lock, who holds it where known, and for how long it may wait.
     """
     timeout = lock_timeout_from_env() if timeout is None else timeout
     path = lock_path(directory)
     fd = _open_lock(path)
     try:
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        said = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -114,6 +151,11 @@ def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
                         f"another ple4patch holds {path} (waited {timeout:g} s): wait for it to "
                         f"finish, or raise ${LOCK_TIMEOUT_ENV}"
                     ) from None
+                if not said and time.monotonic() - start >= LOCK_NOTICE_AFTER:
+                    said = True
+                    holder = lock_holder(fd)
+                    on_wait(f"ple4patch: waiting for the lock {path}" + (f", held by {holder}" if holder else "")
+                            + f", for up to {timeout:g} s (${LOCK_TIMEOUT_ENV})")
                 time.sleep(0.05)
         fault("after-lock")
         yield path

@@ -106,3 +106,26 @@ def temp_leftovers(target: Path) -> list[Path]:
     """Temp files a killed apply/revert left beside the target, or beside the local pins
     (in the root of site-packages)."""
     return [p for d in (target.parent, site_packages_of(target)) for p in _listed(d, TEMP_PREFIX)]
+
+
+def _is_venv_root(d: Path) -> bool:
+    """A venv's root: pyvenv.cfg in it, or bin/python beside a lib/pythonX.Y/site-packages."""
+    if os.path.isfile(d / "pyvenv.cfg"):
+        return True
+    return os.path.exists(d / "bin" / "python") and any(
+        (d / lib).is_dir() and any(e.startswith("python") for e in os.listdir(d / lib))
+        for lib in ("lib", "lib64"))
+
+
+def venv_root_of(path: str | os.PathLike, levels: int = 5) -> Path | None:
+    """The venv that `path` lies inside (`VENV/bin/python`, `VENV/lib/python3.11/site-packages`:
+    VENV), looking up at most `levels` directories; None when `path` is a venv's root itself or
+    in none."""
+    p = Path(os.path.abspath(path))
+    for parent in list(p.parents)[:levels]:
+        try:
+            if _is_venv_root(parent):
+                return parent
+        except OSError:
+            continue
+    return None

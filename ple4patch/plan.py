@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import readfile
+from . import readfile, shell
 from .engine import reinstall_hint
 from .errors import ModifiedFile, TransformError, UnpinnedFile
 from .hashing import sha256_hex
@@ -60,7 +60,7 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
             raise ModifiedFile(
                 f"{e.target} is patched by an older patch id ({a.patch_id}) and its backup is "
                 f"{a.backup.value}, so its pristine bytes are unknown: {a.corrupt_backup_first()}reinstall "
-                f"the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}` again"
+                f"the engine ({reinstall_hint(e)}), then run `{shell.ple4patch('apply', e.venv)}` again"
             )
         data = readfile.read_regular(a.backup_path, follow=False)
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
@@ -98,17 +98,18 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     if pin is None and not (allow_unknown or dry_run):
         raise UnpinnedFile(
             f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
-            f"manifest pins it: {a.corrupt_backup_first()}review the change with `ple4patch apply --dry-run {e.venv}`, then "
-            f"opt in with `ple4patch apply --allow-unknown {e.venv}`"
+            f"manifest pins it: {a.corrupt_backup_first()}review the change with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
+            f"opt in with `{shell.ple4patch('apply', '--allow-unknown', e.venv)}`"
         )
     if a.backup is BackupState.CORRUPT and not from_backup:
         # Not a backup ple4patch made of any known file: it may be somebody's own file, so it is
         # neither moved nor overwritten. (A stale backup of a known file is set aside instead.)
         what = f"sha256 {a.backup_sha256[:12]}" if a.backup_sha256 else "not a readable regular file"
-        again = "apply" + (" --dry-run" if dry_run else "") + (" --allow-unknown" if pin is None and allow_unknown else "")
+        again = shell.ple4patch("apply", *(["--dry-run"] if dry_run else []),
+                                *(["--allow-unknown"] if pin is None and allow_unknown else []), e.venv)
         raise ModifiedFile(
             f"{a.backup_path} is in the way of the backup ({what}; not made by ple4patch from any "
-            f"known file): nothing written. Move it away, then run `ple4patch {again} {e.venv}` again"
+            f"known file): nothing written. Move it away, then run `{again}` again"
         )
     try:
         text = source.decode("utf-8")

@@ -42,7 +42,7 @@ from typing import Mapping
 
 from . import engine as engine_mod
 from . import manifest as manifest_mod
-from . import write
+from . import shell, write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.layout import STOCK_ENGINE_READS
 from .ckpt.memory import gib
@@ -265,13 +265,13 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
             findings.append(Finding("files", f"{rel}: patched"))
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
-                                    f"`ple4patch apply {eng.venv}` updates it"))
+                                    f"`{shell.ple4patch('apply', eng.venv)}` updates it"))
         elif not needs_patch:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
                                     "(the engine reads it as installed)"))
         else:
-            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `ple4patch apply {eng.venv}`"
-                   if a.state is State.MODIFIED else f"ple4patch apply {eng.venv}")
+            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{shell.ple4patch('apply', eng.venv)}`"
+                   if a.state is State.MODIFIED else shell.ple4patch('apply', eng.venv))
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched", blocks=True, change=fix))
     return findings, files, s
 
@@ -357,7 +357,7 @@ def _policy_file_findings(eng, text: str, policy_state: str | None, settings: di
         return [Finding("placement", f"{POLICY_REL} is patched: for an NVFP4 request it skips the automatic "
                         "disk/CPU-offload placement and declines the disk cascade")]
     out = []
-    fix_all = f"ple4patch apply {eng.venv} (patches {POLICY_REL} too)"
+    fix_all = f"{shell.ple4patch('apply', eng.venv)} (patches {POLICY_REL} too)"
     if has_disk:
         if any(name in settings for name in AUTO_DISK_SKIPPED_BY):
             out.append(Finding("placement", "the engine's SM70 Qwen3.8 disk-PLE default does not apply: "

@@ -15,6 +15,7 @@ import ast
 import difflib
 import re
 
+from . import shell
 from .engine import reinstall_hint
 from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State
@@ -80,17 +81,17 @@ def _next_step(a: Assessment) -> str | None:
     """What to do next: every step named here does what it says in this state."""
     e = a.engine
     first = a.corrupt_backup_first()
-    reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `ple4patch apply {e.venv}`"
+    reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `{shell.ple4patch('apply', e.venv)}`"
     if a.state is State.PATCHED and a.backup is not BackupState.PRESENT:
         return f"{first}{reinstall} (the backup is {a.backup.value}: revert cannot restore the pristine file)"
     if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:
         return f"{first}{reinstall}"
     step = {
-        State.PRISTINE: f"ple4patch apply {e.venv}",
-        State.PATCHED: f"ple4patch verify {e.venv}  (or revert)",
-        State.PATCHED_OLDER: f"ple4patch apply {e.venv}",
-        State.UNPINNED: f"review with `ple4patch apply --dry-run {e.venv}`, then "
-        f"`ple4patch apply --allow-unknown {e.venv}`",
+        State.PRISTINE: shell.ple4patch('apply', e.venv),
+        State.PATCHED: f"{shell.ple4patch('verify', e.venv)}  (or revert)",
+        State.PATCHED_OLDER: shell.ple4patch('apply', e.venv),
+        State.UNPINNED: f"review with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
+        f"`{shell.ple4patch('apply', '--allow-unknown', e.venv)}`",
         State.MODIFIED: reinstall,
     }.get(a.state)
     return first + step if step else None

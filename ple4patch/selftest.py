@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from .errors import EngineNotFound, SelftestFailed, UsageError
+from . import shell
+from .errors import SelftestFailed, UsageError, VenvNotFound
+from .paths import venv_root_of
 
 TIMEOUT_S = 900
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -41,26 +44,44 @@ _HINT_VENV = (
 
 
 def venv_python(venv: str | os.PathLike) -> str:
-    """The Python interpreter of a virtual environment (or a python executable given directly)."""
+    """The Python interpreter of a virtual environment. A path inside one (`VENV/bin/python`) is
+    refused with the venv's root named, as every command refuses it."""
     p = Path(venv).expanduser()
-    if p.is_file() and os.access(p, os.X_OK):
-        return str(p)
     if not p.is_dir():
-        raise EngineNotFound(f"venv {str(p)!r} does not exist: give the engine's virtual environment directory")
+        root = venv_root_of(p)
+        if root is not None:
+            raise VenvNotFound(f"{str(p)!r} is not a venv but a file in one: did you mean {root}? "
+                               f"(pass the venv's root: `{shell.ple4patch('selftest', root)}`)")
+        what = "is not a directory" if p.exists() else "does not exist"
+        raise VenvNotFound(f"venv {str(p)!r} {what}: give the engine's virtual environment directory")
     for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
         cand = p / name
         if cand.exists() and os.access(cand, os.X_OK):
             return str(cand)
-    raise EngineNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by python -m venv)")
+    root = venv_root_of(p)
+    meant = f": did you mean {root}? (pass the venv's root: `{shell.ple4patch('selftest', root)}`)" if root else ""
+    raise VenvNotFound(f"{str(p)!r} has no bin/python: give a virtual environment directory (one made by "
+                       f"python -m venv){meant}")
 
 
-def _check_arch(arch: str) -> str:
-    import re
+# The GPU architectures --arch accepts: those ptxas knows. Triton 3.6.0 bundles the ptxas of CUDA
+# 12.8 (its `ptxas --help`: sm_50 .. sm_120); newer CUDA adds sm_103, sm_110 and sm_121. Anything
+# else is refused before anything compiles (ptxas would fail on it: `Value 'sm_7' is not defined`).
+PTXAS_ARCHS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+_ARCH = re.compile(r"(?:sm_?)?(?:(\d)\.(\d)|(\d+))(a?)")  # sm_70, sm70, 70, 7.0; sm_90a (90 and up)
 
-    s = str(arch).strip().lower()
-    if not re.fullmatch(r"(sm_?)?\d+|(sm_?)?\d\.\d", s):
-        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}")
-    return s
+
+def check_arch(arch: str) -> str:
+    """`--arch` as the self-check takes it (`sm_70`), or a UsageError naming the value and the
+    accepted form. `sm_90a` is `sm_90`: Triton builds 90 and up as the arch-specific variant."""
+    m = _ARCH.fullmatch(str(arch).strip().lower())
+    known = f"ptxas knows sm_{' '.join(map(str, PTXAS_ARCHS))} (write it like sm_70)"
+    if not m:
+        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}; {known}")
+    cc = int(m.group(3) or m.group(1) + m.group(2))
+    if cc not in PTXAS_ARCHS or (m.group(4) and cc < 90):
+        raise UsageError(f"--arch: unknown architecture {arch!r}; {known}")
+    return f"sm_{cc}"
 
 
 def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
@@ -70,7 +91,7 @@ def run_selftest(venv: str | None, arch: str = "sm_70") -> dict:
     PTX target), mode ("gpu" or "interpreter"), gpu (device and capability, or None),
     exactness (per table kind and dtype: values compared, mismatches), ok, seconds.
     """
-    arch = _check_arch(arch)
+    arch = check_arch(arch)
     python = venv_python(venv) if venv else sys.executable
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)  # the child decides; compiled code must be real

@@ -10,7 +10,7 @@ relative to site-packages, ``target``, ``state``, ``patch_id``, ``pin``, ``hashe
 
 from __future__ import annotations
 
-from . import render
+from . import render, shell
 from .fileset import SetAssessment
 from .state import Assessment
 
@@ -69,7 +69,7 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
     verdict += [f"note:    {n}" for n in s.notes]
     verdict += render.status_verdict(s.layer)[1 + len(s.layer.notes):]  # the layer's next step
     if s.journal is not None or s.state == "mixed":
-        verdict.append(f"next:    ple4patch apply {s.engine.venv}  (or revert): either makes the whole set one state")
+        verdict.append(f"next:    {shell.ple4patch('apply', s.engine.venv)}  (or revert): either makes the whole set one state")
     return "\n".join(body), "\n".join(verdict)
 
 

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import readfile
+from . import readfile, shell
 from .engine import Engine
 from .fsio import read_if_exists
 from .hashing import sha256_hex
@@ -210,8 +210,8 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     ):
         notes.append("the pristine file this patch was made from differs from the one RECORD lists")
     for p in set_aside_backups(target):
-        notes.append(f"a stale backup was set aside earlier: {p} (`ple4patch revert --clean "
-                     f"{engine.venv}` removes it)")
+        notes.append(f"a stale backup was set aside earlier: {p} (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
+                     "removes it)")
     for p in temp_leftovers(target):
         found = readfile.what_is(p)
         if found == "a regular file":

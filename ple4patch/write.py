@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import bytecode, fsio, readfile
+from . import bytecode, fsio, readfile, shell
 from . import manifest as manifest_mod
 from .engine import Engine, reinstall_hint
 from .errors import ModifiedFile, NotWritable
@@ -148,7 +148,7 @@ def _record_local_pin(a: Assessment, plan: Plan, log: MoveLog, notes: list[str])
     if problem is not None:  # not ple4patch's pins, or damaged: never written over
         raise ModifiedFile(
             f"{pins} is unusable ({problem}): nothing written; ple4patch does not write over it: "
-            f"move it away, then run `ple4patch apply --allow-unknown {a.engine.venv}` again"
+            f"move it away, then run `{shell.ple4patch('apply', '--allow-unknown', a.engine.venv)}` again"
         )
     try:
         before = readfile.read_if_regular(pins, follow=False)
@@ -176,7 +176,7 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
         notes.append(
             f"the old backup was stale (a pristine file of another version, not made from this "
             f"file); set aside as {aside}, it will never be restored "
-            f"(`ple4patch revert --clean {a.engine.venv}` removes it)"
+            f"(`{shell.ple4patch('revert', '--clean', a.engine.venv)}` removes it)"
         )
     if not plan.from_backup:
         if not lexists(bak):

@@ -493,6 +493,21 @@ def test_two_ple_layers_use_their_own_primes(tmp_path: Path, meminfo) -> None:
 # -- usage errors ---------------------------------------------------------------------------------
 
 
+def test_a_file_or_a_venv_for_checkpoint_dir_says_what_was_meant(tmp_path: Path, meminfo, new_venv) -> None:
+    root = cf.make(tmp_path / "ckpt dir")
+    with pytest.raises(UsageError, match=f"config.json is a file, not a checkpoint directory: pass its directory {root}$"):
+        inspect(root / "config.json", meminfo())
+    venv = new_venv("engine")
+    with pytest.raises(UsageError, match=r"the arguments are swapped: .*engine is a venv and .*ckpt dir a checkpoint; "
+                       r"CHECKPOINT_DIR comes first: `ple4patch inspect '.*ckpt dir' .*engine`"):
+        inspect(venv, meminfo(), venv=root)
+    with pytest.raises(UsageError, match=r"engine is a venv, not a checkpoint directory: CHECKPOINT_DIR comes first"):
+        inspect(venv, meminfo())
+    proc = subprocess.run([sys.executable, "-m", "ple4patch", "inspect", str(venv), str(root)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == EXIT_USAGE and "the arguments are swapped" in proc.stderr, proc
+
+
 def test_usage_errors(tmp_path: Path, meminfo) -> None:
     with pytest.raises(UsageError, match="no such checkpoint directory"):
         inspect(tmp_path / "nope", meminfo())

@@ -187,3 +187,38 @@ def test_concurrent_applies_serialise(standin_venv):
     assert [r["exit_code"] for r in results] == [0, 0, 0]
     assert sorted(r["changed"] for r in results) == [False, False, True]
     assert run_cli("verify", standin_venv, env=env).returncode == 0
+
+
+_HOLD_LOCK = ("import fcntl, os, sys, time\n"
+              "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+              "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+              "print('held', flush=True)\n"
+              "time.sleep(60)\n")
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_held_lock_is_waited_for_out_loud(standin_venv, as_json):
+    """After about a second of waiting, one line on stderr: the lock, who holds it, how long;
+    never in --json's stdout. A wait shorter than that says nothing."""
+    from ple4patch.paths import LOCK_NAME
+
+    lock = kit.site_packages(standin_venv) / LOCK_NAME
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        extra = ("--json",) if as_json else ()
+        proc = run_cli("apply", standin_venv, *extra, env={**cli_env([TEST_MANIFEST]), "PLE4PATCH_LOCK_TIMEOUT": "2.5"})
+        assert proc.returncode == errors.EXIT_LOCK_TIMEOUT, proc
+        waiting = [line for line in kit.logical_lines(proc.stderr) if "waiting for the lock" in line]
+        assert len(waiting) == 1, proc.stderr  # said once, within 100 columns
+        assert all(len(line) <= 100 or " " not in line.strip() for line in proc.stderr.splitlines()), proc.stderr
+        assert waiting[0].startswith("ple4patch: waiting for the lock ") and kit.mentions(waiting[0], lock, standin_venv)
+        assert f", held by pid {holder.pid} (python -c import fcntl" in waiting[0], waiting
+        assert waiting[0].endswith(", for up to 2.5 s ($PLE4PATCH_LOCK_TIMEOUT)")
+        if as_json:
+            assert "waiting" not in proc.stdout and json.loads(proc.stdout)["error"]["kind"] == "lock_timeout"
+        quick = run_cli("apply", standin_venv, env={**cli_env([TEST_MANIFEST]), "PLE4PATCH_LOCK_TIMEOUT": "0.5"})
+        assert quick.returncode == errors.EXIT_LOCK_TIMEOUT and "waiting" not in quick.stderr, quick
+    finally:
+        holder.kill()
+        holder.wait()

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import kit
 from ple4patch.cli import main
+from ple4patch.paths import backup_path
 
 WORKFLOW = ["apply", "status", "verify", "revert", "inspect", "selftest"]
 
@@ -86,3 +87,15 @@ def test_inspect_names_the_venv_as_every_command_does(tmp_path, standin_venv):
     assert engines == [(str(standin_venv), "pristine")] * 3
     res = CliRunner().invoke(main, ["inspect", str(ckpt), str(standin_venv), "--venv", str(tmp_path)])
     assert res.exit_code == 2 and "two venvs given" in res.stderr
+
+
+@pytest.mark.parametrize("option", ["--stat", "--no-pager"])
+def test_dry_run_options_without_dry_run_are_refused_and_write_nothing(standin_venv, option):
+    target = kit.target_of(standin_venv)
+    before = target.read_bytes()
+    env = {"PLE4PATCH_EXTRA_MANIFESTS": str(kit.TEST_MANIFEST)}
+    res = CliRunner().invoke(main, ["apply", option, str(standin_venv)], env=env)
+    assert res.exit_code == 2 and f"{option} goes with --dry-run" in res.stderr, res.output
+    assert target.read_bytes() == before and not backup_path(target).exists()
+    res = CliRunner().invoke(main, ["apply", option, "--dry-run", str(standin_venv)], env=env)
+    assert res.exit_code == 0 and target.read_bytes() == before, res.output

@@ -101,6 +101,23 @@ def test_files_relative_to_site_packages_the_directory_named_once():
     assert columns.relative_to_site(inside) == f"run `python {SITE}/x.py` on y (in {SITE})"
 
 
+def test_a_site_packages_path_with_a_space_or_quote_is_shown_whole():
+    for venv in ("/tmp/x sp/engine", "/tmp/it's/engine", ODD_VENV):
+        site = venv + "/lib/python3.11/site-packages"
+        text = f"target:  {site}/vllm/models/qwen4_exp/nvidia/ple_layer.py\nnote:    recorded a pin in {site}/.p.json"
+        assert columns.relative_to_site(text) == text  # where the path starts is not known: whole
+        assert f"{site}/vllm/models" in " ".join(kit.logical_lines(columns.for_people(text)))
+
+
+def test_a_quoted_command_wraps_as_a_shell_continuation():
+    venv = "/srv/models/qwen3.8-flash-next/engine venv with spaces in its name/and a bit more"
+    line = f"if the diff looks right, patch it with: ple4patch apply --allow-unknown {shlex.quote(venv)}"
+    out = columns.fit(line)
+    assert out.splitlines()[1].endswith(CONTINUATION) and fits(out), out
+    (pasted,) = [x for x in kit.shell_lines(out) if "ple4patch apply" in x]
+    assert shlex.split(pasted.strip()) == ["ple4patch", "apply", "--allow-unknown", venv], out
+
+
 def test_verbose_keeps_every_path_whole():
     text = f"cannot revert {TARGET}: its backup is stale"
     assert TARGET in columns.for_people(text, verbose=True).replace("\n", "")
@@ -115,7 +132,12 @@ def test_a_report_keeps_its_columns():
     assert lines[2:] == ["              change: ple4patch apply \\", f"{'':24}{VENV} (patches", f"{'':22}x too)"]
 
 
+ODD_VENV = "/srv/it's my engine/ünï venv"  # a space, a quote, non-ASCII: quoted in a command
+QUOTED = shlex.quote(ODD_VENV)
+
 WHOLE = [f"`ple4patch apply --allow-unknown {VENV}`", f"ple4patch verify {VENV}",
+         f"ple4patch apply --dry-run {QUOTED}", f"`ple4patch revert --clean {QUOTED}`",
+         f"{shlex.quote(ODD_VENV + '/bin/python')} -m pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'",
          "pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'", "'a quoted span'",
          f"{VENV}/bin/python -m pip install --force-reinstall --no-deps '1cat-vllm==1.5.1'"]
 _words = st.lists(st.one_of(

@@ -105,6 +105,18 @@ def test_not_a_venv(tmp_path):
     assert refusal(tmp_path).reason == "no_site_packages"
 
 
+def test_a_path_inside_a_venv_names_the_venv_root(wheelhouse, engine_venv):
+    """`VENV/bin/python` or `VENV/lib/python3.X/site-packages` given for VENV: refused as before
+    (exit 3), the message naming VENV and the command to run with it."""
+    venv = engine_venv(wheelhouse.engine(PRISTINE_A), name="my engine")
+    for inside, reason in [(venv / "bin" / "python", "no_venv"), (kit.site_packages(venv), "no_site_packages"),
+                           (venv / "lib", "no_site_packages")]:
+        err = refusal(inside)
+        assert err.reason == reason and err.exit_code == EXIT_ENGINE_NOT_FOUND
+        assert f"did you mean {venv}?" in str(err) and f"`ple4patch status '{venv}'`" in str(err), str(err)
+    assert "did you mean" not in str(refusal(venv.parent / "nope"))
+
+
 def test_engine_not_installed(new_venv):
     err = refusal(new_venv())
     assert err.reason == "not_installed"

@@ -136,6 +136,9 @@ def test_selftest_result_and_error(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     d = invoke("selftest", bare)
     assert (d["exit_code"], d["error"]["kind"]) == (errors.EXIT_SELFTEST_FAILED, "selftest_failed")
+    d = invoke("selftest", tmp_path / "nonexistent")  # selftest looks for a Python, not an engine
+    assert (d["exit_code"], d["error"]["kind"]) == (errors.EXIT_ENGINE_NOT_FOUND, "venv_not_found")
+    assert "venv_not_found" in schema.load()["$defs"]["error"]["properties"]["kind"]["description"]
 
 
 def test_interrupted_and_internal_errors_have_the_envelope(capsys):

@@ -41,6 +41,44 @@ def test_selftest_other_arch_is_reported():
     assert {c["target"] for c in report["compile"]} == {"sm_75"}
 
 
+def test_selftest_sm90_accepts_the_arch_specific_target():
+    """Triton builds 90 and up as the arch-specific variant (PTX `.target sm_90a`)."""
+    report = selftest.run_selftest(None, "sm_90a")
+    assert report["ok"] is True and report["arch"] == "sm_90"
+    assert {c["target"] for c in report["compile"]} == {"sm_90a"}
+
+
+def test_arch_forms_accepted_and_refused_before_anything_compiles(tmp_path):
+    for given in ("sm_70", "sm70", "70", "7.0", "SM_70", " sm_70 "):
+        assert selftest.check_arch(given) == "sm_70"
+    assert selftest.check_arch("sm_90a") == selftest.check_arch("9.0") == "sm_90"
+    assert selftest.check_arch("sm_120") == "sm_120"
+    marker = tmp_path / "ran"
+    venv = _fake_venv(tmp_path, f"touch {marker}\nexit 1\n")
+    for bad in ("sm_7", "sm_71", "sm_80a", "sm_1000", "volta", "sm_"):
+        with pytest.raises(UsageError, match=r"--arch: .*'" + bad + r"'.*ptxas knows sm_50 .* \(write it like sm_70\)"):
+            selftest.run_selftest(venv, bad)
+    assert not marker.exists()  # refused before the engine's Python ran
+
+
+def test_cli_bad_arch_is_one_usage_line_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "ple4patch", "selftest", "--arch", "sm_7"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr.startswith("ple4patch selftest: error: --arch: unknown architecture 'sm_7'")
+    assert "ptxas fatal" not in proc.stderr and "AssertionError" not in proc.stderr
+
+
+def test_an_arch_this_tritons_ptxas_does_not_know_is_a_usage_error():
+    """sm_110 is a real architecture, unknown to the ptxas of CUDA 12.8 (Triton 3.6.0's)."""
+    try:
+        report = selftest.run_selftest(None, "sm_110")
+    except UsageError as err:
+        assert "for the ptxas of triton" in str(err) and "'sm_110a' is not defined" in str(err)
+    else:
+        pytest.skip(f"this Triton's ptxas knows sm_110 (report ok: {report['ok']})")
+
+
 def test_selftest_venv_without_torch_points_at_the_engine_venv(tmp_path, monkeypatch):
     """The hint sends the user to the engine's venv; it never says to install torch (CUDA torch
     and ~20 nvidia-* wheels) into ple4patch's own environment."""
@@ -82,6 +120,16 @@ def test_selftest_bad_venv_and_arch(tmp_path):
         selftest.run_selftest(None, "volta")
 
 
+def test_selftest_refuses_a_path_inside_a_venv_naming_its_root(tmp_path):
+    """As status and apply do: `VENV/bin/python` is refused (exit 3) with VENV named."""
+    venv = tmp_path / "my venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    for inside in (venv / "bin" / "python", venv / "lib"):
+        with pytest.raises(EngineNotFound, match=f"did you mean {venv}\\? .*`ple4patch selftest '{venv}'`") as info:
+            selftest.run_selftest(str(inside), "sm_70")
+        assert info.value.kind == "venv_not_found"
+
+
 def test_cli_selftest_json_and_exit_codes(tmp_path):
     from click.testing import CliRunner
 
@@ -98,3 +146,5 @@ def test_cli_selftest_json_and_exit_codes(tmp_path):
     res = CliRunner().invoke(main, ["selftest", str(venv), "--json"])
     assert res.exit_code == EXIT_SELFTEST_FAILED
     assert json.loads(res.output)["error"]["kind"] == "selftest_failed"
+    res = CliRunner().invoke(main, ["selftest", str(tmp_path / "nonexistent"), "--json"])
+    assert res.exit_code == 3 and json.loads(res.output)["error"]["kind"] == "venv_not_found", res.output

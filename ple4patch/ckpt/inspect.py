@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from .. import shell
 from ..errors import CheckpointProblem, UsageError
 from .access import AccessError, exists
 from .config import load_config
@@ -37,6 +38,18 @@ def _scan(ckpt, tables, progress: bool, chunk_bytes: int) -> ScanResult:
     return scan_tables(ckpt, tables, chunk_bytes=chunk_bytes)
 
 
+def _refuse_a_venv(root: Path, venv: str | os.PathLike[str] | None) -> None:
+    """A venv given as CHECKPOINT_DIR (it has pyvenv.cfg): say so, and, when VENV is the
+    checkpoint (it has config.json), that the two are swapped."""
+    if not os.path.isfile(root / "pyvenv.cfg"):
+        return
+    if venv is not None and os.path.isfile(Path(venv) / CONFIG_FILE):
+        raise UsageError(f"the arguments are swapped: {root} is a venv and {venv} a checkpoint; CHECKPOINT_DIR "
+                         f"comes first: `{shell.ple4patch('inspect', venv, root)}`")
+    raise UsageError(f"{root} is a venv, not a checkpoint directory: CHECKPOINT_DIR comes first, then the "
+                     f"venv (`{shell.ple4patch('inspect', 'CHECKPOINT_DIR', root)}`)")
+
+
 def inspect_checkpoint(
     checkpoint: str | os.PathLike[str],
     *,
@@ -59,8 +72,12 @@ def inspect_checkpoint(
     """
     root = Path(checkpoint)
     if not root.is_dir():
+        if root.exists():
+            raise UsageError(f"{root} is a file, not a checkpoint directory: pass its directory "
+                             f"{Path(os.path.abspath(root)).parent}")
         raise UsageError(f"no such checkpoint directory: {root}")
     if not exists(root, CONFIG_FILE):
+        _refuse_a_venv(root, venv)
         raise UsageError(
             f"no {CONFIG_FILE} in {root}: pass the checkpoint directory (the one holding "
             f"{CONFIG_FILE} and {INDEX_FILE})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import shell
 from ..errors import Ple4Error, UsageError
 from .layout import PATCHED_ENGINE_READS, STOCK_ENGINE_READS
 from .problem import Problem
@@ -109,7 +110,7 @@ def venv_engine(venv: str | os.PathLike[str],
             Problem(
                 "engine",
                 f"the engine in {eng.venv} is not patched ({state}) and reads only "
-                f"{', '.join(reads)}: run `ple4patch apply {eng.venv}`",
+                f"{', '.join(reads)}: run `{shell.ple4patch('apply', eng.venv)}`",
                 file=str(eng.target),
                 expected=f"an engine that reads {layout}",
             )
@@ -117,7 +118,7 @@ def venv_engine(venv: str | os.PathLike[str],
     if state == "patched_older":
         warnings.append(
             Problem("engine", f"the engine is patched by an older ple4patch ({patch_id}): "
-                    f"`ple4patch apply {eng.venv}` updates it", file=str(eng.target))
+                    f"`{shell.ple4patch('apply', eng.venv)}` updates it", file=str(eng.target))
         )
     text = _target_text(eng)
     info = {

@@ -15,7 +15,7 @@ import os
 
 from .. import manifest as manifest_mod
 from .. import plan as planning
-from .. import render, set_report, write
+from .. import render, set_report, shell, write
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK
 from ..fileset import SetAssessment, assess_set
@@ -100,7 +100,7 @@ def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = Fal
             msg += (
                 f"\nwarning: the backup of {f.target} is {f.backup.value}, so `revert` cannot "
                 f"restore the pristine file ({f.corrupt_backup_first()}reinstall the engine: "
-                f"{reinstall_hint(f.engine)}, then `ple4patch apply {f.engine.venv}`)"
+                f"{reinstall_hint(f.engine)}, then `{shell.ple4patch('apply', f.engine.venv)}`)"
             )
     data = {**set_report.report(s), "changed": False}
     data["notes"] = data["notes"] + list(tidied)
@@ -121,7 +121,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         names = "".join(f"\n  {a.target}" for a in unpinned)
         msg = (
             f"dry run: nothing written. NOT pinned: 1cat-vllm {e.version} as shipped:{names}\n"
-            f"if the diff looks right, patch it with: ple4patch apply --allow-unknown {e.venv}"
+            f"if the diff looks right, patch it with: {shell.ple4patch('apply', '--allow-unknown', e.venv)}"
         )
     else:
         labels = list(dict.fromkeys(p.pin.label for _a, p in plans))  # type: ignore[union-attr]
@@ -129,7 +129,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         msg = (
             f"dry run: nothing written; output sha256 {shas} matches the pin\n"
             f"engine:  {render.engine_label(e.version, ' and '.join(labels), len(labels))}\n"
-            f"next:    ple4patch apply {e.venv}"
+            f"next:    {shell.ple4patch('apply', e.venv)}"
         )
     msg = render.with_notes(msg, s.placement_notes)
     data = {**set_report.report(s), "dry_run": True, "changed": False, "diff": diff,

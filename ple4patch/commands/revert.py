@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .. import fsio, readfile, render, set_report, write
+from .. import fsio, readfile, render, set_report, shell, write
 from .. import manifest as manifest_mod
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile, NotWritable
@@ -142,7 +142,7 @@ def _tidy_pristine(a: Assessment, clean: bool) -> list[str]:
             notes.append(
                 f"the backup {a.backup_path} is {a.backup.value}: it belongs to another engine "
                 f"version or build (the engine was upgraded or reinstalled since apply) and is never "
-                f"written over this file; `ple4patch revert --clean {a.engine.venv}` removes it"
+                f"written over this file; `{shell.ple4patch('revert', '--clean', a.engine.venv)}` removes it"
             )
     return notes + write.clean_set_aside(a.target, clean)
 
@@ -165,8 +165,8 @@ def _nothing_to_revert(s: SetAssessment, clean: bool, notes: list[str], not_writ
             elif f.backup is BackupState.STALE:
                 notes.append(
                     f"the backup {f.backup_path} is {f.backup.value}: it belongs to another engine "
-                    f"version or build and is never written over this file; `ple4patch revert --clean "
-                    f"{f.engine.venv}` removes it"
+                    f"version or build and is never written over this file; "
+                    f"`{shell.ple4patch('revert', '--clean', f.engine.venv)}` removes it"
                 )
     else:
         for f in s.files:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .. import bytecode, render, set_report, write
+from .. import bytecode, render, set_report, shell, write
 from .. import manifest as manifest_mod
 from ..engine import find_engine
 from ..errors import EXIT_ENGINE_NOT_FOUND, EXIT_OK, EngineNotFound
@@ -32,7 +32,7 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
         s.layer.notes.append(inside)
     for a in s.files:
         for pyc in bytecode.unchecked_stale_pycache(a.target):
-            fix = (f"; `ple4patch apply {engine.venv}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
+            fix = (f"; `{shell.ple4patch('apply', engine.venv)}` removes it" if a.state in (State.PATCHED, State.PRISTINE)
                    else "")
             a.notes.append(f"{pyc} is an unchecked-hash pyc of other bytes: Python would run it instead of the "
                            f"file{fix}")

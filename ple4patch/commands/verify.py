@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import manifest as manifest_mod
-from .. import bytecode, render, set_report, write
+from .. import bytecode, render, set_report, shell, write
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, VerifyFailed
 from ..fileset import assess_set
@@ -20,9 +20,9 @@ def _next(a) -> str:
     """The step that makes verify pass, when there is one that certainly does."""
     e = a.engine
     if a.state is State.PRISTINE or (a.state is State.PATCHED_OLDER and a.backup is BackupState.PRESENT):
-        return f": {a.corrupt_backup_first()}run `ple4patch apply {e.venv}`"
+        return f": {a.corrupt_backup_first()}run `{shell.ple4patch('apply', e.venv)}`"
     if a.state in (State.PATCHED_OLDER, State.MODIFIED):
-        return f": {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}`"
+        return f": {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then run `{shell.ple4patch('apply', e.venv)}`"
     return ""
 
 
@@ -33,8 +33,8 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
         engine.require_target()
     if s.journal is not None:
         raise VerifyFailed(
-            f"an interrupted {s.journal.direction} left {s.journal.path}: run `ple4patch apply "
-            f"{engine.venv}` (or revert) to finish the set"
+            f"an interrupted {s.journal.direction} left {s.journal.path}: run "
+            f"`{shell.ple4patch('apply', engine.venv)}` (or revert) to finish the set"
         )
     lines = []
     for a in s.files:
@@ -48,13 +48,13 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
                 f"{a.target} is patched but its backup is {a.backup.value}, so revert could not "
                 f"restore the pristine file (expected sha256 {a.pin.pristine_sha256}): "
                 f"{a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(engine)}), then run "
-                f"`ple4patch apply {engine.venv}`"
+                f"`{shell.ple4patch('apply', engine.venv)}`"
             )
         stale = bytecode.unchecked_stale_pycache(a.target)
         if stale:
             raise VerifyFailed(
                 f"{a.target} is patched, but {stale[0]} is an unchecked-hash pyc of other bytes: Python "
-                f"would run it (the old code) instead of the file; run `ple4patch apply {engine.venv}` as a "
+                f"would run it (the old code) instead of the file; run `{shell.ple4patch('apply', engine.venv)}` as a "
                 f"user who can write in {stale[0].parent} to remove it"
             )
         lines.append(f"ok: {a.target} is exactly patched (sha256 {a.current_sha256})")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 import time
 
@@ -81,10 +82,15 @@ def run(arch: str = "sm_70") -> dict:
         except ValueError:
             raise
         except Exception as exc:
+            unknown = re.search(r"ptxas\S* fatal\s*: (Value '[^']*' is not defined for option 'gpu-name')", str(exc))
+            if unknown:  # this Triton's ptxas does not know the arch: a bad --arch, said once
+                return {**report, "ok": False, "usage": True,
+                        "error": f"unknown architecture {arch} for the ptxas of triton {triton.__version__} "
+                                 f"({unknown.group(1)}); write it like sm_70"}
             compiles.append({"dtype": dt, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
             continue
-        want = f"sm_{res['arch']}"
-        compiles.append({"dtype": dt, "ok": res["target"] == want, "target": res["target"], "asm": res["asm"]})
+        want = {f"sm_{res['arch']}"} | ({f"sm_{res['arch']}a"} if res["arch"] >= 90 else set())  # 90+: the arch-specific variant
+        compiles.append({"dtype": dt, "ok": res["target"] in want, "target": res["target"], "asm": res["asm"]})
     report["compile"] = compiles
     compile_ok = all(c["ok"] for c in compiles)
 
