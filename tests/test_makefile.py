@@ -108,6 +108,12 @@ def test_make_try_keeps_an_engine_and_its_commands_run_as_printed(tmp_path):
     (mine / "keep.txt").write_text("mine")
     refused = _try(mine, check=False)
     assert refused.returncode == 2 and "nothing written" in refused.stderr
+    assert "a directory that `make try` did not make" in " ".join(refused.stderr.split()), refused.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    refused = _try(afile, check=False)
+    assert refused.returncode == 2 and "is not a directory" in " ".join(refused.stderr.split())
+    assert afile.read_text() == "mine"
     assert sorted(os.listdir(mine)) == ["keep.txt"]
 
 

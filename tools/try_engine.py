@@ -85,7 +85,8 @@ def main(argv: list[str]) -> int:
         print(f"try: no stand-in engine at {STANDIN_DIR}", file=sys.stderr)
         return 1
     if os.path.lexists(top) and (not top.is_dir() or any(top.iterdir())) and not (top / MARKER).is_file():
-        print(fit(f"try: {top} exists and is not a directory `make try` made; nothing written: move it "
+        what = "a directory that `make try` did not make" if top.is_dir() else "not a directory"
+        print(fit(f"try: {top} already exists and is {what}; nothing written: move it "
                   f"away or give another one (make try TRY_DIR=...)"), file=sys.stderr)
         return 2
     step(1, "the stand-in engine as a real wheel (pip wheel; 1cat-vllm 1.5.1)")
