@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -26,6 +27,20 @@ def one(found: list, anchor: str, what: str):
         state = "not found" if not found else f"found {len(found)} times"
         raise TransformError(anchor, f"{what} {state}; expected exactly once")
     return found[0]
+
+
+def refuse_lone_cr(source: str) -> None:
+    """A line that ends in a lone CR (classic Mac OS line endings): Python reads it as a line
+    break, but the patch's lines end in LF, so the output would mix endings. Refused up front,
+    naming the cause (LF and CRLF files are patched with their own endings)."""
+    at = re.search(r"\r(?!\n)", source)
+    if at is not None:
+        line = len(re.split(r"\r\n|\r|\n", source[: at.start()]))
+        raise TransformError(
+            "line endings",
+            f"line {line} ends in a lone CR (classic Mac OS line endings), which ple4patch does not "
+            "patch (it patches files with LF or CRLF line endings): nothing written",
+        )
 
 
 def dotted(node: cst.BaseExpression | None) -> str:

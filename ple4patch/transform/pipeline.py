@@ -10,7 +10,7 @@ from libcst.codemod import CodemodCommand, CodemodContext
 
 from ..errors import TransformError
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
-from ._common import BLOCK_BEGIN, InjectedModule, class_methods, find_class, injected_modules
+from ._common import BLOCK_BEGIN, InjectedModule, class_methods, find_class, injected_modules, refuse_lone_cr
 from .dispatch import NgramEmbeddingDispatch
 from .facilities import RequireEngineFacilities, diagnose
 from .imports import AddInjectedImports
@@ -75,6 +75,7 @@ def _structural_error(exc: TransformError, original: cst.Module, injected: tuple
 
 
 def patch_source(source: str) -> str:
+    refuse_lone_cr(source)
     patch_id = find_patch_id(source)
     if patch_id is not None:
         raise TransformError(

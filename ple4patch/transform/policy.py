@@ -31,7 +31,7 @@ from libcst.codemod import CodemodCommand, CodemodContext
 from ..errors import TransformError
 from ..policy_file import AUTO_DISK_FUNCTION, CASCADE_FUNCTION, ENTRY_FUNCTION
 from ..sentinel import SENTINEL_PREFIX, find_patch_id, sentinel_line
-from ._common import INJECTED_PACKAGE, module_level_names, one, split_injected
+from ._common import INJECTED_PACKAGE, module_level_names, one, refuse_lone_cr, split_injected
 
 POLICY_MODULE = "nvfp4_policy"
 BLOCK_BEGIN = "# >>> ple4patch: injected NVFP4 PLE placement policy"
@@ -189,6 +189,7 @@ def policy_transforms(tree: cst.Module) -> tuple[type[CodemodCommand], ...]:
 
 def patch_policy_source(source: str) -> str:
     """The patched text of ``runtime_defaults.py``, or a TransformError; never partial."""
+    refuse_lone_cr(source)
     patch_id = find_patch_id(source)
     if patch_id is not None:
         raise TransformError("sentinel", f"the file is already patched (patch-id={patch_id}); revert it first")

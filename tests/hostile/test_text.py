@@ -118,3 +118,21 @@ def test_bom_and_crlf_round_trip_byte_exact(name, variants, standin_tpl_text, tm
     proc = kit.run_real("revert", venv, env=env)
     assert proc.returncode == EXIT_OK, proc.stderr
     assert target.read_bytes() == data[name]
+
+
+def test_lone_cr_line_endings_are_refused_naming_them(wheelhouse, tmp_path_factory, tmp_path):
+    """A file with classic Mac OS line endings (a lone CR ends each line; Python reads it) as its
+    wheel shipped it: `apply --allow-unknown` refuses it naming the line endings, nothing written
+    (the patch's LF lines would otherwise mix endings, and its sentinel check would be what
+    failed). A CRLF file is patched (above)."""
+    cr = kit.standin_bytes().replace(b"\n", b"\r")
+    tpl = kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "lone-cr",
+                       wheelhouse.engine(cr, version="1.5.1"))
+    venv = kit.clone(tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    before = sorted(os.listdir(target.parent))
+    proc = kit.run_real("apply", "--allow-unknown", venv, env=kit.env_with([]))
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode != EXIT_OK and "line 1 ends in a lone CR (classic Mac OS line endings)" in words, proc.stderr
+    assert "nothing written" in words
+    assert target.read_bytes() == cr and sorted(os.listdir(target.parent)) == before
