@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import readfile
 from .engine import Engine
-from .fsio import read_if_exists
+from .fsio import identity_of, read_if_exists
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin, local_pins_problem
 from .paths import backup_path, set_aside_backups, temp_leftovers
@@ -124,6 +124,7 @@ class Assessment:
     backup: BackupState
     backup_sha256: str | None
     notes: list[str] = field(default_factory=list)
+    current_identity: tuple | None = None  # `fsio.identity_of` the target, taken before it was read
 
     @property
     def target(self) -> Path:
@@ -173,6 +174,7 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     current: bytes | None = None
     if readfile.what_is(target) == "a symlink":
         notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
+    identity = identity_of(target)  # before the read: a write after it changes the identity
     try:
         current = read_if_exists(target)
     except OSError as exc:
@@ -232,4 +234,5 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         backup=b_state,
         backup_sha256=b_sha,
         notes=notes,
+        current_identity=identity,
     )
