@@ -127,6 +127,10 @@ class Manifest:
     def known_pristine(self, sha: str) -> bool:
         return sha in self.pins
 
+    def patch_ids(self) -> set[str]:
+        """Every patch id a pin names (its own, and those of its `older` history)."""
+        return {pin.patch_id for pin in self.pins.values()} | {i for pin in self.pins.values() for i in pin.older}
+
     # -- building ------------------------------------------------------------
     def add(self, pin: Pin) -> None:
         have = self.pins.get(pin.pristine_sha256)

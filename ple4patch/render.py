@@ -67,6 +67,8 @@ def engine_label(version: str, pin_label: str | None, files: int = 1) -> str:
 
 
 def state_line(a: Assessment) -> str:
+    if a.state is State.MODIFIED and a.patch_id is not None:  # a sentinel without a known hash
+        return f"modified: it {a.modified_why()}"
     return _STATE_TEXT[a.state].format(
         label=a.pin.label if a.pin else "-", patch_id=a.patch_id or "-"
     )
@@ -91,7 +93,7 @@ def _next_step(a: Assessment) -> str | None:
         State.PATCHED_OLDER: f"ple4patch apply {e.venv}",
         State.UNPINNED: f"review with `ple4patch apply --dry-run {e.venv}`, then "
         f"`ple4patch apply --allow-unknown {e.venv}`",
-        State.MODIFIED: reinstall,
+        State.MODIFIED: a.foreign_patch_fix() + reinstall,
     }.get(a.state)
     return first + step if step else None
 

@@ -9,9 +9,11 @@ state           meaning
 =============== ==========================================================
 pristine        a pinned pristine file (shipped manifest or local pin)
 patched         the exact output of the current patch id for a pinned file
-patched_older   patched by an older patch id (its sentinel or history says)
+patched_older   the exact output of an older patch id for a pinned file
 unpinned        as shipped (matches RECORD) but not pinned: review + opt in
-modified        matches neither RECORD nor any pin: foreign or hand-edited
+modified        matches neither RECORD nor any pin: foreign or hand-edited (a file
+                whose sentinel names a patch id but whose bytes are no known output of
+                it, too: edited after patching, or patched by another ple4patch build)
 missing         the target file is absent
 not_installed   no usable engine in the venv (engine.find_engine refused)
 =============== ==========================================================
@@ -83,10 +85,8 @@ def classify(
     pin = manifest.by_pristine(current_sha)
     if pin is not None:
         return Classified(State.PRISTINE, pin, None, current_sha)
-    if current_patch_id is not None and current_patch_id != PATCH_ID:
-        # patched by an older ple4patch whose pin we no longer know: the install's
-        # own RECORD is the best guess of what it was made from
-        return Classified(State.PATCHED_OLDER, None, current_patch_id, record_sha)
+    # A sentinel alone proves nothing: without a known output hash the file may have been
+    # edited after patching, or patched by another (a newer) ple4patch: never written over.
     if current_patch_id is None and record_sha is not None and current_sha == record_sha:
         return Classified(State.UNPINNED, None, None, current_sha)
     return Classified(State.MODIFIED, None, current_patch_id, record_sha)
@@ -125,6 +125,26 @@ class Assessment:
     backup_sha256: str | None
     notes: list[str] = field(default_factory=list)
     current_identity: tuple | None = None  # `fsio.identity_of` the target, taken before it was read
+    known_patch_ids: frozenset = frozenset()  # the patch ids this build's pins know (PATCH_ID too)
+
+    def modified_why(self) -> str:
+        """Why a `modified` file is modified, in words (its state line and the refusals)."""
+        pid = self.patch_id
+        if pid is None:
+            return "matches neither the engine's RECORD nor a pinned file (modified or foreign)"
+        if pid == PATCH_ID:
+            return (f"carries the ple4patch sentinel ({pid}) but is not a known patched output "
+                    f"(edited after patching, or its pins are gone)")
+        if pid in self.known_patch_ids:
+            return (f"carries the sentinel of the older patch id {pid} but is not its known output "
+                    f"(edited after patching)")
+        return f"was patched by another ple4patch build: patch id {pid}, which this one ({PATCH_ID}) does not know"
+
+    def foreign_patch_fix(self) -> str:
+        """For a file another ple4patch build patched: the step that build can do."""
+        if self.state is State.MODIFIED and self.patch_id is not None and self.patch_id not in self.known_patch_ids:
+            return f"`ple4patch revert` with the ple4patch that made {self.patch_id}, or "
+        return ""
 
     @property
     def target(self) -> Path:
@@ -235,4 +255,5 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         backup_sha256=b_sha,
         notes=notes,
         current_identity=identity,
+        known_patch_ids=frozenset(manifest.patch_ids() | {PATCH_ID}),
     )

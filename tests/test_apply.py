@@ -281,10 +281,48 @@ def test_patched_by_older_patch_id_is_upgraded(venv_a):
 
 def test_older_patch_without_backup_refused(venv_a):
     target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=True)
     target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
-    assert do(commands.status.run, venv_a).data["state"] == "patched_older"
+    assert do(commands.status.run, venv_a, manifest=man).data["state"] == "patched_older"
     with pytest.raises(ModifiedFile, match="reinstall"):
-        do(commands.apply.run, venv_a)
+        do(commands.apply.run, venv_a, manifest=man)
+
+
+NEWER_PATCH_ID = "nvfp4-rowpacked-9999"  # what a newer ple4patch would write
+
+
+@pytest.mark.parametrize("case", ["older-then-edited", "older-unpinned", "newer"])
+def test_a_sentinel_without_a_known_output_is_modified(case, venv_a):
+    """Only a known output hash makes a file `patched_older`: a file an older ple4patch patched
+    and then edited by hand, or one a newer ple4patch patched, is `modified`; apply and revert
+    write nothing (the hand edit, or the newer patch, stays)."""
+    from kit.fakepatch import OLD_PATCH_ID
+
+    target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=case != "older-unpinned")
+    data = {
+        "older-then-edited": fake_patch_old(PRISTINE_A.decode()).encode() + b"MY_HOTFIX = True\n",
+        "older-unpinned": fake_patch_old(PRISTINE_A.decode()).encode(),
+        "newer": fake_patch(PRISTINE_A.decode(), NEWER_PATCH_ID).encode(),
+    }[case]
+    target.write_bytes(data)
+    backup_path(target).write_bytes(PRISTINE_A)
+    before = site_snapshot(venv_a)
+    r = do(commands.status.run, venv_a, manifest=man)
+    assert (r.data["state"], r.data["backup"]["state"]) == ("modified", "present")
+    pid = NEWER_PATCH_ID if case == "newer" else OLD_PATCH_ID
+    assert r.data["patch_id"] == pid and pid in r.message and "upgrades" not in r.message
+    unknown_id = case != "older-then-edited"  # no pin of this build names the id
+    if unknown_id:
+        assert "another ple4patch build" in r.message and "`ple4patch revert` with the ple4patch" in r.message
+    with pytest.raises(ModifiedFile, match="nothing written") as err:
+        do(commands.apply.run, venv_a, manifest=man)
+    assert ("another ple4patch build" in str(err.value)) is unknown_id
+    with pytest.raises(ModifiedFile, match="nothing written"):
+        do(commands.revert.run, venv_a, manifest=man)
+    with pytest.raises(VerifyFailed, match="modified"):
+        do(commands.verify.run, venv_a, manifest=man)
+    assert site_snapshot(venv_a) == before
 
 
 def test_leftover_backup_identical_to_target_is_harmless(venv_a):

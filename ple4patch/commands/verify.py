@@ -22,7 +22,7 @@ def _next(a) -> str:
     if a.state is State.PRISTINE or (a.state is State.PATCHED_OLDER and a.backup is BackupState.PRESENT):
         return f": {a.corrupt_backup_first()}run `ple4patch apply {e.venv}`"
     if a.state in (State.PATCHED_OLDER, State.MODIFIED):
-        return f": {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}`"
+        return f": {a.corrupt_backup_first()}{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then run `ple4patch apply {e.venv}`"
     return ""
 
 
@@ -39,9 +39,8 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
     lines = []
     for a in s.files:
         if a.state is not State.PATCHED:
-            raise VerifyFailed(
-                f"{a.target} is {a.state.value}, not patched" + _next(a)
-            )
+            why = f" (it {a.modified_why()})" if a.state is State.MODIFIED and a.patch_id else ""
+            raise VerifyFailed(f"{a.target} is {a.state.value}, not patched{why}" + _next(a))
         assert a.pin is not None
         if a.backup is not BackupState.PRESENT:
             raise VerifyFailed(
