@@ -213,14 +213,37 @@ def refuse_symlink(path: Path, fix: str | None = None) -> None:
         )
 
 
+def copy_xattrs(src: Path, fd: int) -> list[str]:
+    """Copy `src`'s extended attributes (its POSIX ACL, `system.posix_acl_access`, included)
+    onto the open file `fd`, as `cp -a` does. Returns the names that could not be copied (a
+    namespace the user may not write, such as `trusted.*` or `security.*` without privileges,
+    or a file system that does not take them); none when `src` has none or the file system
+    has no extended attributes at all."""
+    try:
+        names = os.listxattr(src, follow_symlinks=False)
+    except OSError:  # no xattr support here (ENOTSUP), or src gone: nothing to copy
+        return []
+    dropped = []
+    for name in names:
+        try:
+            os.setxattr(fd, name, os.getxattr(src, name, follow_symlinks=False))
+        except OSError as exc:
+            if exc.errno == errno.ENODATA:  # removed meanwhile: nothing to copy
+                continue
+            dropped.append(name)
+    return dropped
+
+
 def atomic_write(
     path: Path, data: bytes, *, mode: int | None = None, like: Path | None = None, fault_temp: bool = False,
     before_replace: Callable[[], None] | None = None,
-) -> None:
+) -> list[str]:
     """Write `data` to `path` through a fsync'ed temp file and `os.replace`.
 
     `mode`: the permission bits of the result; default those of `like` (or of
-    `path` if it exists), else 0o644. Owner/group are copied when possible.
+    `path` if it exists), else 0o644. Owner/group are copied when possible, and the
+    extended attributes (ACLs too) of `like` (or of `path`): returns the names of those that
+    could not be copied (`copy_xattrs`).
     `fault_temp`: hit the `after-temp` fault point before the rename.
     `before_replace`: called last before the rename (the temp file is whole); whatever it
     raises stops the write, the temp file is removed and `path` keeps its bytes.
@@ -247,6 +270,7 @@ def atomic_write(
                     os.fchown(fd, st.st_uid, st.st_gid)
             elif os.geteuid() == 0:  # a new file (the local pins): the directory's owner gets it
                 _give_to_dir_owner(fd, directory)
+            dropped = copy_xattrs(ref, fd) if st is not None else []  # after fchown, which clears some
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -262,6 +286,7 @@ def atomic_write(
         if isinstance(exc, OSError):
             raise _not_writable(path, exc, "write") from None
         raise
+    return dropped
 
 
 def keep_aside(path: Path) -> Path:

@@ -189,6 +189,14 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
     return pin
 
 
+def xattrs_dropped_notes(target: Path, dropped: list[str]) -> list[str]:
+    """The note that names the extended attributes of `target` the new file could not take."""
+    if not dropped:
+        return []
+    return [f"{target} had extended attribute(s) that could not be copied onto its new bytes, now "
+            f"dropped: {', '.join(dropped)} (set them again as their owner, e.g. with setfattr/setfacl)"]
+
+
 def _replaced_notes(items: list[tuple[Assessment, Plan]], hardlinked: list[Path]) -> list[str]:
     return [f"{'the target' if p == items[0][0].target else p} was hard-linked: it now has a new "
             f"inode, the other links keep the old bytes" for p in hardlinked]
@@ -274,9 +282,10 @@ def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
             if i:
                 fsio.fault("between-replaces")
             assert a.current_bytes is not None
-            fsio.atomic_write(a.target, plan.output, like=a.target, fault_temp=(i == 0),
-                              before_replace=unchanged_since_assessed(a, "apply"))
+            dropped = fsio.atomic_write(a.target, plan.output, like=a.target, fault_temp=(i == 0),
+                                        before_replace=unchanged_since_assessed(a, "apply"))
             done.append((a, a.current_bytes, plan.output_sha))
+            per_file[i] += xattrs_dropped_notes(a.target, dropped)
     except ChangedDuringRun as changed:
         _take_back(done, changed, log.rollback, log.commit, "apply")
         raise
@@ -329,6 +338,7 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
         })
         fsio.fault("after-journal")
     done: list[tuple[Assessment, bytes, str]] = []
+    dropped_notes: dict[Path, list[str]] = {}
     try:
         for a in files:  # every file first: none is replaced when another changed
             unchanged_since_assessed(a, "revert")()
@@ -336,9 +346,10 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
             if i:
                 fsio.fault("between-replaces")
             assert a.current_bytes is not None
-            fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0),
-                              before_replace=unchanged_since_assessed(a, "revert"))
+            dropped = fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0),
+                                        before_replace=unchanged_since_assessed(a, "revert"))
             done.append((a, a.current_bytes, sha256_hex(data)))
+            dropped_notes[a.target] = xattrs_dropped_notes(a.target, dropped)
     except ChangedDuringRun as changed:
         _take_back(done, changed, lambda: journaled and fileset.remove_journal(site), lambda: None, "revert")
         raise
@@ -355,7 +366,7 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
     out = []
     for i, a in enumerate(files):
         removed, pyc_notes = bytecode.clean_pycache_noted(a.target, venv=a.engine.venv)
-        notes = ([kept[a.target]] if a.target in kept else []) + pyc_notes
+        notes = ([kept[a.target]] if a.target in kept else []) + dropped_notes.get(a.target, []) + pyc_notes
         try:
             notes += clean_set_aside(a.target, clean)
         except NotWritable as err:
