@@ -83,6 +83,8 @@ def _next_step(a: Assessment) -> str | None:
     e = a.engine
     first = a.corrupt_backup_first()
     reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `ple4patch apply {e.venv}`"
+    if a.shadowed_by:  # Python imports another module: no other step helps first
+        return a.shadow_fix()
     if a.state is State.PATCHED and a.backup is not BackupState.PRESENT:
         return f"{first}{reinstall} (the backup is {a.backup.value}: revert cannot restore the pristine file)"
     if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:

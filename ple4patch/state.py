@@ -31,8 +31,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import readfile
-from .engine import Engine
+from . import readfile, shadow
+from .engine import Engine, _read_record
+from .errors import EngineNotFound
 from .fsio import identity_of, read_if_exists
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin, local_pins_problem
@@ -126,6 +127,7 @@ class Assessment:
     notes: list[str] = field(default_factory=list)
     current_identity: tuple | None = None  # `fsio.identity_of` the target, taken before it was read
     known_patch_ids: frozenset = frozenset()  # the patch ids this build's pins know (PATCH_ID too)
+    shadowed_by: tuple = ()  # what Python imports instead of the target (`shadow.shadowing`)
 
     def modified_why(self) -> str:
         """Why a `modified` file is modified, in words (its state line and the refusals)."""
@@ -145,6 +147,24 @@ class Assessment:
         if self.state is State.MODIFIED and self.patch_id is not None and self.patch_id not in self.known_patch_ids:
             return f"`ple4patch revert` with the ple4patch that made {self.patch_id}, or "
         return ""
+
+    def shadow_problem(self) -> str | None:
+        """Why the target's bytes do not matter: Python imports another module of its name."""
+        if not self.shadowed_by:
+            return None
+        p = self.shadowed_by[0]
+        return (f"{p} is {shadow.what(p)}: Python imports it instead of {self.target}, so that file, "
+                f"patched or not, never runs; {self.shadow_fix()}")
+
+    def shadow_fix(self) -> str:
+        """What to do about `shadowed_by`: pip leaves a file RECORD does not list (a reinstall
+        would not remove it); one it lists is the engine's own (ple4patch cannot patch it)."""
+        p = self.shadowed_by[0]
+        if _listed_in_record(p, self.engine):
+            return (f"the engine's RECORD lists it (this 1cat-vllm build ships it): ple4patch cannot patch a "
+                    f"build that imports its own {p.name}; install a build without it")
+        return (f"the engine's RECORD does not list it (pip did not install it, and a reinstall leaves "
+                f"it): move it away, then run `ple4patch apply {self.engine.venv}`")
 
     @property
     def target(self) -> Path:
@@ -173,6 +193,16 @@ class Assessment:
             "pinned_patched": self.pin.patched_sha256 if self.pin else None,
             "backup": self.backup_sha256,
         }
+
+
+def _listed_in_record(p: Path, engine: Engine) -> bool:
+    """Whether the engine's RECORD lists `p` (a file, or for a package a file under it)."""
+    try:
+        rows = _read_record(engine.dist_info)
+        rel = p.relative_to(engine.site_packages).as_posix()
+    except (EngineNotFound, ValueError):
+        return False
+    return rel in rows or any(r.startswith(rel + "/") for r in rows)
 
 
 def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
@@ -240,6 +270,10 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
             notes.append(f"a temp file from an interrupted run is left: {p} (the next apply/revert removes it)")
         else:
             notes.append(f"{p} is {found} under a temp-file name: ple4patch did not make it and leaves it alone")
+    shadows = tuple(shadow.shadowing(target, engine.site_packages))
+    for p in shadows:
+        notes.append(f"{p} is {shadow.what(p)}: Python imports it instead of {target.name}, which "
+                     f"then never runs (verify fails, apply refuses until it is moved away)")
     pins_problem = local_pins_problem(target)
     if pins_problem:
         notes.append(f"the venv's local pins are unusable and count as none ({pins_problem})")
@@ -256,4 +290,5 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         notes=notes,
         current_identity=identity,
         known_patch_ids=frozenset(manifest.patch_ids() | {PATCH_ID}),
+        shadowed_by=shadows,
     )

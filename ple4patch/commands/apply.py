@@ -17,7 +17,7 @@ from .. import manifest as manifest_mod
 from .. import plan as planning
 from .. import render, set_report, write
 from ..engine import find_target, reinstall_hint
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, ModifiedFile
 from ..fileset import SetAssessment, assess_set
 from ..manifest import Manifest
 from ..paths import POLICY_REL, rel_of
@@ -57,6 +57,7 @@ def run(
         s = assess_set(engine, full)
         if s.layer.state is State.MISSING:
             engine.require_target()
+        _refuse_shadowed(s)
         if s.state == State.PATCHED.value:
             return _already_patched(s, [], dry_run=True)
         return _dry_run(s, make_plans(s, full))
@@ -66,6 +67,7 @@ def run(
                 and all(write.no_stale_bytecode(a) for a in s.files))
 
     with write.locked_set(engine, base, lock_timeout, nothing_to_write) as (s, full, not_writable):
+        _refuse_shadowed(s)
         if s.state == State.PATCHED.value:
             tidied = [] if not_writable is not None else _finish_journal(s)
             if not_writable is None:
@@ -75,6 +77,15 @@ def run(
         plans = make_plans(s, full)  # every file planned (or refused) before anything is written
         tidied = _finish_journal(s)
         return _patched(s, plans, write.write_set(plans), tidied)
+
+
+def _refuse_shadowed(s: SetAssessment) -> None:
+    """Python would import another module instead of a file of the set (a package or an
+    extension module of its name beside it): patching the file would change nothing that runs."""
+    for a in s.files:
+        problem = a.shadow_problem()
+        if problem:
+            raise ModifiedFile(f"{problem}: nothing written")
 
 
 def _finish_journal(s: SetAssessment) -> list[str]:

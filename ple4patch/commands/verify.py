@@ -42,6 +42,8 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             why = f" (it {a.modified_why()})" if a.state is State.MODIFIED and a.patch_id else ""
             raise VerifyFailed(f"{a.target} is {a.state.value}, not patched{why}" + _next(a))
         assert a.pin is not None
+        if a.shadow_problem():
+            raise VerifyFailed(f"{a.target} is patched, but {a.shadow_problem()}")
         if a.backup is not BackupState.PRESENT:
             raise VerifyFailed(
                 f"{a.target} is patched but its backup is {a.backup.value}, so revert could not "
