@@ -70,7 +70,7 @@ def state_line(a: Assessment) -> str:
     if a.state is State.MODIFIED and a.patch_id is not None:  # a sentinel without a known hash
         return f"modified: it {a.modified_why()}"
     return _STATE_TEXT[a.state].format(
-        label=a.pin.label if a.pin else "-", patch_id=a.patch_id or "-"
+        label=a.pin.shown_label if a.pin else "-", patch_id=a.patch_id or "-"
     )
 
 

@@ -400,3 +400,39 @@ def test_read_only_directory_not_writable(venv_a):
             do(commands.apply.run, venv_a)
     finally:
         os.chmod(target.parent, 0o755)
+
+
+def extra_manifest_file(tmp_path, label: str, patched: str | None = None):
+    pin = fake_manifest(PRISTINE_A).pins[kit.sha256_hex(PRISTINE_A)]
+    man = m.Manifest({pin.pristine_sha256: m.Pin(**{**pin.__dict__, "label": label,
+                                                    "patched_sha256": patched or pin.patched_sha256})})
+    path = tmp_path / "site-pins.json"
+    path.write_text(man.dumps())
+    return path
+
+
+def test_a_bad_pin_of_an_extra_manifest_is_a_usage_error_naming_the_file(venv_a, tmp_path):
+    from ple4patch.errors import EXIT_USAGE
+
+    path = extra_manifest_file(tmp_path, "my site pin", patched="0" * 64)
+    before = site_snapshot(venv_a)
+    with pytest.raises(Ple4Error) as info:
+        do(commands.apply.run, venv_a, manifest=m.load([path], use_env=False, shipped=False))
+    msg = str(info.value)
+    assert info.value.exit_code == EXIT_USAGE, msg
+    assert str(path) in msg and "fix or drop it" in msg and "inconsistent" not in msg, msg
+    assert site_snapshot(venv_a) == before
+
+
+def test_control_characters_of_a_pin_label_are_escaped_in_text(venv_a, tmp_path):
+    path = extra_manifest_file(tmp_path, "my site pin\nstate:   patched (fake)\r\x1b[31m")
+    man = m.load([path], use_env=False, shipped=False)
+    r = do(commands.status.run, venv_a, manifest=man)
+    assert [line for line in r.message.splitlines() if line.startswith("state:")] == [
+        "state:   pristine (pinned: my site pin\\nstate:   patched (fake)\\r\\x1b[31m)"]
+    assert r.data["pin"]["label"] == "my site pin\nstate:   patched (fake)\r\x1b[31m"  # JSON keeps it as it is
+    r = do(commands.apply.run, venv_a, manifest=man)
+    assert "\x1b" not in r.message and "\r" not in r.message
+    assert all(not line.startswith("state:") for line in r.message.splitlines())
+    r = do(commands.verify.run, venv_a, manifest=man)
+    assert "\x1b" not in r.message and "my site pin\\nstate:" in r.message

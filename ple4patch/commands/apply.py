@@ -102,7 +102,7 @@ def _finish_journal(s: SetAssessment) -> list[str]:
 
 def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = False) -> Result:
     a = s.layer
-    label = render.engine_label(a.engine.version, a.pin.label if a.pin else None)
+    label = render.engine_label(a.engine.version, a.pin.shown_label if a.pin else None)
     msg = f"already patched ({label}): nothing changed"
     if len(s.files) > 1:
         msg = f"already patched ({label}; {len(s.files)} files): nothing changed"
@@ -135,7 +135,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
             f"if the diff looks right, patch it with: ple4patch apply --allow-unknown {e.venv}"
         )
     else:
-        labels = list(dict.fromkeys(p.pin.label for _a, p in plans))  # type: ignore[union-attr]
+        labels = list(dict.fromkeys(p.pin.shown_label for _a, p in plans))  # type: ignore[union-attr]
         shas = ", ".join(p.output_sha for _a, p in plans)
         msg = (
             f"dry run: nothing written; output sha256 {shas} matches the pin\n"
@@ -187,5 +187,5 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
     data["notes"] = data["notes"] + notes
     pinned = plans[0][1].pin if plans else None
     lines.append(f"engine:  1cat-vllm {s.engine.version} in {s.engine.venv}"
-                 + (f" (file pinned as {pinned.label})" if pinned else ""))
+                 + (f" (file pinned as {pinned.shown_label})" if pinned else ""))
     return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes + s.placement_notes), data)

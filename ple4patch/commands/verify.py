@@ -60,6 +60,6 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             )
         lines.append(f"ok: {a.target} is exactly patched (sha256 {a.current_sha256})")
         lines.append(f"    its backup restores the pristine file (sha256 {a.backup_sha256})")
-    pinned = f"; file pinned as {s.layer.pin.label}" if s.layer.pin else ""
+    pinned = f"; file pinned as {s.layer.pin.shown_label}" if s.layer.pin else ""
     lines.append(f"engine:  1cat-vllm {engine.version} in {engine.venv}, patch {PATCH_ID}{pinned}")
     return Result("verify", EXIT_OK, "\n".join(lines), set_report.report(s))
