@@ -87,25 +87,47 @@ class Engine:
         """Where ple4patch keeps its lock and local pins: the root of site-packages."""
         return self.site_packages
 
-    def inside_problem(self) -> str | None:
-        """Why a write to the target would not land inside site-packages: a directory between
-        site-packages and the target that is a symlink (None: every one is a real directory)."""
+    def symlinked_dir(self) -> Path | None:
+        """The first directory between site-packages and the target that is a symlink (None:
+        every one is a real directory, or one is absent)."""
         d = self.site_packages
-        for part in Path(TARGET_REL).parts[:-1]:
+        try:
+            parts = self.target.relative_to(self.site_packages).parts[:-1]
+        except ValueError:
+            parts = Path(TARGET_REL).parts[:-1]
+        for part in parts:
             d = d / part
             try:
                 st = os.lstat(d)
             except OSError:
                 return None  # absent: the target is missing, require_target says so
             if stat.S_ISLNK(st.st_mode):
-                return (
-                    f"{d} is a symlink (to {os.readlink(d)}): ple4patch writes only inside "
-                    f"{self.site_packages} and does not write through symlinked directories; install "
-                    f"the engine normally ({reinstall_hint(self)})"
-                )
+                return d
             if not stat.S_ISDIR(st.st_mode):
                 return None
         return None
+
+    def unlink_dir_hint(self, d: Path) -> str:
+        """What undoes a symlinked directory: pip writes through it (a reinstall keeps it), so
+        the link goes first, then pip puts a real directory in its place."""
+        try:
+            to = os.readlink(d)
+        except OSError:
+            to = "its target"
+        return (f"remove the symlink (`rm {shlex.quote(str(d))}`: the link only, {to} keeps its files), "
+                f"then reinstall the engine ({reinstall_hint(self)})")
+
+    def inside_problem(self) -> str | None:
+        """Why a write to the target would not land inside site-packages: a directory between
+        site-packages and the target that is a symlink (None: every one is a real directory)."""
+        d = self.symlinked_dir()
+        if d is None:
+            return None
+        return (
+            f"{d} is a symlink (to {os.readlink(d)}): ple4patch writes only inside "
+            f"{self.site_packages} and does not write through symlinked directories; "
+            f"{self.unlink_dir_hint(d)}"
+        )
 
     def require_target(self) -> None:
         """Raise EngineNotFound unless the target file exists; ModifiedFile (exit 5) when a

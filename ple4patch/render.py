@@ -69,6 +69,8 @@ def engine_label(version: str, pin_label: str | None, files: int = 1) -> str:
 def state_line(a: Assessment) -> str:
     if a.state is State.MODIFIED and a.patch_id is not None:  # a sentinel without a known hash
         return f"modified: it {a.modified_why()}"
+    if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:  # apply refuses it
+        return f"patched by an older patch id ({a.patch_id}); its backup is {a.backup.value}, so `apply` cannot upgrade it"
     return _STATE_TEXT[a.state].format(
         label=a.pin.shown_label if a.pin else "-", patch_id=a.patch_id or "-"
     )
@@ -83,6 +85,8 @@ def _next_step(a: Assessment) -> str | None:
     e = a.engine
     first = a.corrupt_backup_first()
     reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `ple4patch apply {e.venv}`"
+    if a.symlink_fix:  # apply refuses to write through a symlink: that comes first
+        return a.symlink_fix
     if a.shadowed_by:  # Python imports another module: no other step helps first
         return a.shadow_fix()
     if a.state is State.PATCHED and a.backup is not BackupState.PRESENT:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import readfile, shadow
-from .engine import Engine, _read_record
+from .engine import Engine, _read_record, reinstall_hint
 from .errors import EngineNotFound
 from .fsio import identity_of, read_if_exists
 from .hashing import sha256_hex
@@ -128,6 +128,7 @@ class Assessment:
     current_identity: tuple | None = None  # `fsio.identity_of` the target, taken before it was read
     known_patch_ids: frozenset = frozenset()  # the patch ids this build's pins know (PATCH_ID too)
     shadowed_by: tuple = ()  # what Python imports instead of the target (`shadow.shadowing`)
+    symlink_fix: str | None = None  # the step before any other: the target, or a directory on its way, is a symlink
 
     def modified_why(self) -> str:
         """Why a `modified` file is modified, in words (its state line and the refusals)."""
@@ -203,6 +204,19 @@ def _listed_in_record(p: Path, engine: Engine) -> bool:
     except (EngineNotFound, ValueError):
         return False
     return rel in rows or any(r.startswith(rel + "/") for r in rows)
+
+
+def _symlink_fix(engine: Engine) -> str | None:
+    """What makes the target writable when it (or a directory on its way) is a symlink, which
+    ple4patch never writes through: pip replaces a symlinked file, but writes through a
+    symlinked directory, so that link goes first (`Engine.unlink_dir_hint`)."""
+    d = engine.symlinked_dir()
+    if d is not None:
+        return f"{engine.unlink_dir_hint(d)}, then `ple4patch apply {engine.venv}`"
+    if readfile.what_is(engine.target) == "a symlink":
+        return (f"reinstall the engine ({reinstall_hint(engine)}; pip puts the file in place of the symlink), "
+                f"then `ple4patch apply {engine.venv}`")
+    return None
 
 
 def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
@@ -291,4 +305,5 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         current_identity=identity,
         known_patch_ids=frozenset(manifest.patch_ids() | {PATCH_ID}),
         shadowed_by=shadows,
+        symlink_fix=_symlink_fix(engine),
     )

@@ -436,3 +436,53 @@ def test_control_characters_of_a_pin_label_are_escaped_in_text(venv_a, tmp_path)
     assert all(not line.startswith("state:") for line in r.message.splitlines())
     r = do(commands.verify.run, venv_a, manifest=man)
     assert "\x1b" not in r.message and "my site pin\\nstate:" in r.message
+
+
+def test_patched_older_without_its_backup_promises_no_upgrade(venv_a):
+    target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=True)
+    target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
+    r = do(commands.status.run, venv_a, manifest=man)
+    (state,) = [line for line in r.message.splitlines() if line.startswith("state:")]
+    assert r.data["state"] == "patched_older" and "upgrades" not in state and "cannot upgrade" in state, state
+    assert "reinstall the engine" in r.message.split("next:")[1]
+    with pytest.raises(ModifiedFile, match="reinstall"):
+        do(commands.apply.run, venv_a, manifest=man)
+
+
+def reinstall_as_pip_does(venv, wheel) -> None:
+    import subprocess
+
+    subprocess.run([kit.PY, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--force-reinstall", "--no-deps", "--no-index", str(wheel)], check=True)
+
+
+@pytest.mark.parametrize("what", ["target", "vllm-dir"])
+def test_a_symlink_gets_a_next_step_that_works(what, wheelhouse, engine_venv, tmp_path):
+    """apply refuses to write through a symlink (exit 5): status's next step is not `apply`, but
+    what makes apply work; followed as printed (with the local wheel for pip), it does."""
+    import re
+    import shlex
+    import shutil
+
+    wheel = wheelhouse.engine(PRISTINE_A, version="1.5.0")
+    venv = engine_venv(wheel)
+    site = kit.site_packages(venv)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    link = kit.target_of(venv) if what == "target" else site / "vllm"
+    shutil.move(link, moved / link.name)
+    link.symlink_to(moved / link.name)
+    r = do(commands.status.run, venv)
+    nxt = r.message.split("next:")[1]
+    assert not nxt.strip().startswith("ple4patch apply") and "reinstall the engine" in nxt, r.message
+    with pytest.raises(ModifiedFile, match="symlink"):
+        do(commands.apply.run, venv)
+    reinstall_as_pip_does(venv, wheel)  # a reinstall alone: pip writes through a symlinked directory
+    assert link.is_symlink() is (what == "vllm-dir")
+    for cmd in re.findall(r"`rm ([^`]+)`", nxt):
+        for p in shlex.split(cmd):
+            os.unlink(p)
+    reinstall_as_pip_does(venv, wheel)
+    assert not link.is_symlink()
+    assert do(commands.apply.run, venv).data["changed"]
