@@ -40,7 +40,7 @@ def shadowing(target: Path, site_packages: Path | None = None) -> list[Path]:
     directory, stem = target.parent, target.name.removesuffix(".py")
     found: list[Path] = []
     package = directory / stem
-    if package.is_dir():  # as the finder sees it (a symlinked directory too)
+    if os.path.isdir(package):  # as the finder sees it (a symlinked directory too); never raises
         init_names = {"__init__" + s for s in importlib.machinery.all_suffixes()}
         init_names |= {"__init__" + s for s in extension_suffixes(site_packages)}
         try:
@@ -58,4 +58,4 @@ def shadowing(target: Path, site_packages: Path | None = None) -> list[Path]:
 
 def what(p: Path) -> str:
     """`p` in words: a package directory or an extension module."""
-    return "a package of the same name" if p.is_dir() else "an extension module of the same name"
+    return "a package of the same name" if os.path.isdir(p) else "an extension module of the same name"
