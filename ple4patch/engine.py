@@ -86,25 +86,47 @@ class Engine:
         """Where ple4patch keeps its lock and local pins: the root of site-packages."""
         return self.site_packages
 
-    def inside_problem(self) -> str | None:
-        """Why a write to the target would not land inside site-packages: a directory between
-        site-packages and the target that is a symlink (None: every one is a real directory)."""
+    def symlinked_dir(self) -> Path | None:
+        """The first directory between site-packages and the target that is a symlink (None:
+        every one is a real directory, or one is absent)."""
         d = self.site_packages
-        for part in Path(TARGET_REL).parts[:-1]:
+        try:
+            parts = self.target.relative_to(self.site_packages).parts[:-1]
+        except ValueError:
+            parts = Path(TARGET_REL).parts[:-1]
+        for part in parts:
             d = d / part
             try:
                 st = os.lstat(d)
             except OSError:
                 return None  # absent: the target is missing, require_target says so
             if stat.S_ISLNK(st.st_mode):
-                return (
-                    f"{d} is a symlink (to {os.readlink(d)}): ple4patch writes only inside "
-                    f"{self.site_packages} and does not write through symlinked directories; install "
-                    f"the engine normally ({reinstall_hint(self)})"
-                )
+                return d
             if not stat.S_ISDIR(st.st_mode):
                 return None
         return None
+
+    def unlink_dir_hint(self, d: Path) -> str:
+        """What undoes a symlinked directory: pip writes through it (a reinstall keeps it), so
+        the link goes first, then pip puts a real directory in its place."""
+        try:
+            to = os.readlink(d)
+        except OSError:
+            to = "its target"
+        return (f"remove the symlink (`rm {shlex.quote(str(d))}`: the link only, {to} keeps its files), "
+                f"then reinstall the engine ({reinstall_hint(self)})")
+
+    def inside_problem(self) -> str | None:
+        """Why a write to the target would not land inside site-packages: a directory between
+        site-packages and the target that is a symlink (None: every one is a real directory)."""
+        d = self.symlinked_dir()
+        if d is None:
+            return None
+        return (
+            f"{d} is a symlink (to {os.readlink(d)}): ple4patch writes only inside "
+            f"{self.site_packages} and does not write through symlinked directories; "
+            f"{self.unlink_dir_hint(d)}"
+        )
 
     def require_target(self) -> None:
         """Raise EngineNotFound unless the target file exists; ModifiedFile (exit 5) when a
@@ -411,11 +433,7 @@ def _find_in_site(venv: Path, site: Path, source: str = _GIVEN, command: str = "
             f"{_what_to_pass(source, command)}" + _leftover_package(site),
         )
     if len(ours) > 1:
-        raise _refuse(
-            "several_dist_infos",
-            f"several 1cat-vllm dist-infos in {site} ({', '.join(ours)}): a broken install; "
-            f"reinstall the engine ({venv_pip(venv, 'install --force-reinstall --no-deps 1cat-vllm')})",
-        )
+        raise _refuse("several_dist_infos", _several_dist_infos(venv, site, ours))
 
     dist_info = site / ours[0]
     if os.path.islink(dist_info):  # pip never makes one: its RECORD would be read from elsewhere
@@ -447,6 +465,52 @@ def _find_in_site(venv: Path, site: Path, source: str = _GIVEN, command: str = "
         record_size=record_size,
         record_listed=row is not None,
     )
+
+
+RECORD_ROWS_COMPARED = 5000  # enough to tell versions apart; bounded stat()s on the error path
+
+
+def _record_fit(site: Path, name: str) -> tuple[int, float]:
+    """How well a dist-info's RECORD fits the installed files: (1 if it lists its own files
+    (a copied or renamed dist-info does not), the share of its other rows whose file is there
+    with the size it lists); (-1, 0) when it cannot be read."""
+    try:
+        rows = _read_record(site / name)
+    except EngineNotFound:
+        return -1, 0.0
+    own = any(rel.startswith(name + "/") for rel in rows)
+    sized = [(rel, size) for rel, (_sha, size) in rows.items()
+             if size is not None and ".dist-info/" not in rel][:RECORD_ROWS_COMPARED]
+    fits = 0
+    for rel, size in sized:
+        try:
+            fits += os.lstat(site / rel).st_size == size
+        except OSError:
+            pass
+    return int(own), fits / len(sized) if sized else 0.0
+
+
+def _several_dist_infos(venv: Path, site: Path, ours: list[str]) -> str:
+    """The refusal of several 1cat-vllm dist-infos, with a fix that works: pip sees one of them
+    (a `--force-reinstall` or an uninstall leaves the others, and an uninstall of one whose files
+    are gone leaves it too), so the stale ones must go by hand; the installed one is the one
+    whose RECORD fits the files."""
+    fit = {name: _record_fit(site, name) for name in ours}
+    ranked = sorted(ours, key=lambda n: fit[n], reverse=True)
+    head = (f"several 1cat-vllm dist-infos in {site} ({', '.join(ours)}): a broken install, which pip "
+            f"does not repair (it sees one of them, and a reinstall or an uninstall leaves the others)")
+    if fit[ranked[0]] == fit[ranked[1]]:  # their RECORDs fit the files alike: the user must choose
+        each = ", ".join(f"`rm -r {shlex.quote(str(site / n))}`" for n in ours)
+        return (f"{head}; which one is installed cannot be told from their RECORDs: keep the dist-info "
+                f"of the version you mean to have, remove the others (one of {each} each), then reinstall "
+                f"that version ({venv_pip(venv, 'install --force-reinstall --no-deps 1cat-vllm==VERSION')})")
+    keep, stale = ranked[0], ranked[1:]
+    version = _metadata_version(site / keep) or (_split_dist_info(keep) or ("", ""))[1]
+    req = shlex.quote(f"1cat-vllm=={version}") if version else "1cat-vllm"
+    rm = " ".join(shlex.quote(str(site / n)) for n in stale)
+    return (f"{head}; {', '.join(stale)} {'is' if len(stale) == 1 else 'are'} stale (the RECORD does not "
+            f"match the installed files; {keep} does): remove {'it' if len(stale) == 1 else 'them'} "
+            f"(`rm -r {rm}`), then reinstall the engine ({venv_pip(venv, f'install --force-reinstall --no-deps {req}')})")
 
 
 def _leftover_package(site: Path) -> str:

@@ -63,6 +63,12 @@ class ModifiedFile(Ple4Error):
     kind = "modified"
 
 
+class ChangedDuringRun(ModifiedFile):
+    """A file of the set was written by another program (pip, an editor) between the moment
+    ple4patch read it and the moment it would have replaced it: what this run wrote is taken
+    back, nothing of the other program's write is lost, and the command can simply run again."""
+
+
 class LockTimeout(Ple4Error):
     exit_code = EXIT_LOCK_TIMEOUT
     kind = "lock_timeout"

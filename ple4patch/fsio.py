@@ -9,6 +9,10 @@ new inode (the other links keep their bytes).
 Test-only fault points: with `PLE4PATCH_FAULT=<point>` the process SIGKILLs
 itself when it reaches that point (see `FAULT_POINTS`); the reliability tests
 use them to kill apply/revert after each writing step.
+
+`identity_of` and `atomic_write(before_replace=...)` let a caller make sure, right before
+the rename, that the file it replaces is still the one it read (another program, pip or an
+editor, may write it while ple4patch works: the venv lock keeps out only ple4patch).
 """
 
 from __future__ import annotations
@@ -54,11 +58,16 @@ SET_REVERT_FAULT_POINTS = ("after-lock", "after-journal", "after-temp", "between
                            "after-backup-removed", "after-pycache")
 
 
+FAULT_RUN_ENV = "PLE4PATCH_FAULT_RUN"
+
+
 def fault(point: str) -> None:
     """SIGKILL this process if $PLE4PATCH_FAULT names `point` (tests only).
 
     `$PLE4PATCH_FAULT=sleep:<point>` sleeps there instead (`$PLE4PATCH_FAULT_SLEEP` seconds,
     default 30) after a line on stderr, so a test can send a signal (Ctrl-C) at that step.
+    `$PLE4PATCH_FAULT=run:<point>` runs the shell command `$PLE4PATCH_FAULT_RUN` there and goes
+    on, so a test can play another program (pip, an editor) writing a file at that step.
     """
     assert point in FAULT_POINTS or point in SET_FAULT_POINTS, point
     value = os.environ.get(FAULT_ENV)
@@ -67,6 +76,23 @@ def fault(point: str) -> None:
     elif value == f"sleep:{point}":
         os.write(2, f"ple4patch: test fault point {point}: sleeping\n".encode())
         time.sleep(float(os.environ.get("PLE4PATCH_FAULT_SLEEP", "30")))
+    elif value == f"run:{point}":
+        import subprocess
+
+        subprocess.run(os.environ.get(FAULT_RUN_ENV, "true"), shell=True, check=True)
+
+
+Identity = tuple  # (st_dev, st_ino, st_size, st_mtime_ns) of a path, not following a symlink
+
+
+def identity_of(path: Path) -> Identity | None:
+    """The file at `path` as the file system knows it (device, inode, size, mtime in ns): any
+    write by another program changes one of them. None when nothing is there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _not_writable(path: Path, exc: OSError, doing: str) -> NotWritable:
@@ -229,14 +255,40 @@ def refuse_symlink(path: Path, fix: str | None = None) -> None:
         )
 
 
+def copy_xattrs(src: Path, fd: int) -> list[str]:
+    """Copy `src`'s extended attributes (its POSIX ACL, `system.posix_acl_access`, included)
+    onto the open file `fd`, as `cp -a` does. Returns the names that could not be copied (a
+    namespace the user may not write, such as `trusted.*` or `security.*` without privileges,
+    or a file system that does not take them); none when `src` has none or the file system
+    has no extended attributes at all."""
+    try:
+        names = os.listxattr(src, follow_symlinks=False)
+    except OSError:  # no xattr support here (ENOTSUP), or src gone: nothing to copy
+        return []
+    dropped = []
+    for name in names:
+        try:
+            os.setxattr(fd, name, os.getxattr(src, name, follow_symlinks=False))
+        except OSError as exc:
+            if exc.errno == errno.ENODATA:  # removed meanwhile: nothing to copy
+                continue
+            dropped.append(name)
+    return dropped
+
+
 def atomic_write(
-    path: Path, data: bytes, *, mode: int | None = None, like: Path | None = None, fault_temp: bool = False
-) -> None:
+    path: Path, data: bytes, *, mode: int | None = None, like: Path | None = None, fault_temp: bool = False,
+    before_replace: Callable[[], None] | None = None,
+) -> list[str]:
     """Write `data` to `path` through a fsync'ed temp file and `os.replace`.
 
     `mode`: the permission bits of the result; default those of `like` (or of
-    `path` if it exists), else 0o644. Owner/group are copied when possible.
+    `path` if it exists), else 0o644. Owner/group are copied when possible, and the
+    extended attributes (ACLs too) of `like` (or of `path`): returns the names of those that
+    could not be copied (`copy_xattrs`).
     `fault_temp`: hit the `after-temp` fault point before the rename.
+    `before_replace`: called last before the rename (the temp file is whole); whatever it
+    raises stops the write, the temp file is removed and `path` keeps its bytes.
     """
     refuse_symlink(path)
     directory = path.parent
@@ -260,11 +312,14 @@ def atomic_write(
                     os.fchown(fd, st.st_uid, st.st_gid)
             elif os.geteuid() == 0:  # a new file (the local pins): the directory's owner gets it
                 _give_to_dir_owner(fd, directory)
+            dropped = copy_xattrs(ref, fd) if st is not None else []  # after fchown, which clears some
             os.fsync(fd)
         finally:
             os.close(fd)
         if fault_temp:
             fault("after-temp")
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
         fsync_dir(directory)
     except BaseException as exc:  # OSError, and Ctrl-C: never leave the temp file behind
@@ -273,6 +328,7 @@ def atomic_write(
         if isinstance(exc, OSError):
             raise _not_writable(path, exc, "write") from None
         raise
+    return dropped
 
 
 def keep_aside(path: Path) -> Path:

@@ -61,12 +61,19 @@ class Pin:
     size: int | None = None
     older: Mapping[str, str] = field(default_factory=dict)  # patch id -> patched sha256
     source: str = ""  # the file it was read from, or "local"
+    from_extra: bool = False  # read from a file named in $PLE4PATCH_EXTRA_MANIFESTS or by the caller
     note: str = ""  # free text: what the file is
     target: str = TARGET_REL  # which file of the set (the manifest file's "target")
 
     @property
     def is_local(self) -> bool:
         return self.source == "local"
+
+    @property
+    def shown_label(self) -> str:
+        """The label for text output: control characters (a newline, a carriage return, any
+        other C0 or C1 code, DEL) escaped, so a label never makes a line of its own."""
+        return escape_controls(self.label)
 
     def version_matches(self, version: str) -> bool | None:
         """Whether `version` is in the pin's range (None when either cannot be parsed)."""
@@ -127,6 +134,10 @@ class Manifest:
     def known_pristine(self, sha: str) -> bool:
         return sha in self.pins
 
+    def patch_ids(self) -> set[str]:
+        """Every patch id a pin names (its own, and those of its `older` history)."""
+        return {pin.patch_id for pin in self.pins.values()} | {i for pin in self.pins.values() for i in pin.older}
+
     # -- building ------------------------------------------------------------
     def add(self, pin: Pin) -> None:
         have = self.pins.get(pin.pristine_sha256)
@@ -177,6 +188,17 @@ class Manifest:
 
     def dumps(self, target: str | None = None) -> str:
         return json.dumps(self.to_json(target), indent=2, sort_keys=False) + "\n"
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\n`, `\\x1b`...)."""
+    return "".join(
+        _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 else ch)
+        for ch in text
+    )
 
 
 def _check_hex(value: object, what: str, path: str) -> str:
@@ -282,7 +304,9 @@ def load(
             continue
         seen.add(os.path.realpath(p))
         try:
-            out = out.merged(load_file(p))
+            extra_pins = load_file(p)
+            extra_pins.pins = {sha: replace(pin, from_extra=True) for sha, pin in extra_pins.pins.items()}
+            out = out.merged(extra_pins)
         except ManifestError as exc:  # a file the user named: a usage problem
             raise UsageError(f"{exc} (named in ${EXTRA_ENV} or passed by the caller)") from None
     return out

@@ -8,9 +8,9 @@ compiles, and (given a pin) has the sha256 the manifest pins. Any failure is a
 
 from __future__ import annotations
 
-from .errors import Ple4Error
+from .errors import Ple4Error, UsageError
 from .hashing import sha256_hex
-from .manifest import Pin
+from .manifest import EXTRA_ENV, Pin
 from .sentinel import PATCH_ID, find_patch_id, sentinel_line
 
 
@@ -33,9 +33,16 @@ def check_output(out: object, path: str, pin: Pin | None = None) -> bytes:
         ) from None
     if pin is not None:
         sha = sha256_hex(data)
+        if (pin.patch_id != PATCH_ID or pin.patched_sha256 != sha) and pin.from_extra:  # the user's file
+            raise UsageError(
+                f"the pin of {path} in {pin.source} ({pin.shown_label}), a manifest named in ${EXTRA_ENV} "
+                f"or passed by the caller, does not match this ple4patch's output: it pins {pin.patch_id} "
+                f"{pin.patched_sha256[:16]}…, this build makes {PATCH_ID} {sha[:16]}…; nothing written: "
+                f"fix or drop it"
+            )
         if pin.patch_id != PATCH_ID or pin.patched_sha256 != sha:
             raise Ple4Error(
-                f"the transform output for {path} ({pin.label}) has sha256 {sha[:16]}… but the "
+                f"the transform output for {path} ({pin.shown_label}) has sha256 {sha[:16]}… but the "
                 f"manifest pins {pin.patch_id} {pin.patched_sha256[:16]}… (this build is "
                 f"{PATCH_ID}): nothing written; this ple4patch build is inconsistent "
                 f"(developers: `make pin`)"

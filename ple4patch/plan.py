@@ -17,7 +17,6 @@ from .errors import ModifiedFile, TransformError, UnpinnedFile
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin
 from .output_check import check_output
-from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State, classify
 
 PatchSource = Callable[[str], str]
@@ -66,15 +65,9 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
         return data, source.pin, True
     if a.state is State.MODIFIED:
-        if a.patch_id == PATCH_ID:
-            raise ModifiedFile(
-                f"{e.target} carries the ple4patch sentinel ({a.patch_id}) but is not a known patched "
-                f"output (edited after patching, or its pins are gone): {a.corrupt_backup_first()}reinstall "
-                f"the engine ({reinstall_hint(e)}), then apply"
-            )
         raise ModifiedFile(
-            f"{e.target} matches neither the engine's RECORD nor a pinned file (modified or foreign): "
-            f"nothing written; {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then apply"
+            f"{e.target} {a.modified_why()}: nothing written; {a.corrupt_backup_first()}"
+            f"{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then apply"
         )
     raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
 

@@ -68,8 +68,12 @@ def engine_label(version: str, pin_label: str | None, files: int = 1) -> str:
 
 
 def state_line(a: Assessment) -> str:
+    if a.state is State.MODIFIED and a.patch_id is not None:  # a sentinel without a known hash
+        return f"modified: it {a.modified_why()}"
+    if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:  # apply refuses it
+        return f"patched by an older patch id ({a.patch_id}); its backup is {a.backup.value}, so `apply` cannot upgrade it"
     return _STATE_TEXT[a.state].format(
-        label=a.pin.label if a.pin else "-", patch_id=a.patch_id or "-"
+        label=a.pin.shown_label if a.pin else "-", patch_id=a.patch_id or "-"
     )
 
 
@@ -82,6 +86,10 @@ def _next_step(a: Assessment) -> str | None:
     e = a.engine
     first = a.corrupt_backup_first()
     reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `{shell.ple4patch('apply', e.venv)}`"
+    if a.symlink_fix:  # apply refuses to write through a symlink: that comes first
+        return a.symlink_fix
+    if a.shadowed_by:  # Python imports another module: no other step helps first
+        return a.shadow_fix()
     if a.state is State.PATCHED and a.backup is not BackupState.PRESENT:
         return f"{first}{reinstall} (the backup is {a.backup.value}: revert cannot restore the pristine file)"
     if a.state is State.PATCHED_OLDER and a.backup is not BackupState.PRESENT:
@@ -92,7 +100,7 @@ def _next_step(a: Assessment) -> str | None:
         State.PATCHED_OLDER: shell.ple4patch('apply', e.venv),
         State.UNPINNED: f"review with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
         f"`{shell.ple4patch('apply', '--allow-unknown', e.venv)}`",
-        State.MODIFIED: reinstall,
+        State.MODIFIED: a.foreign_patch_fix() + reinstall,
     }.get(a.state)
     return first + step if step else None
 

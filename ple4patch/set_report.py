@@ -67,7 +67,9 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
         body += [f"note:    {n}" for n in a.notes]
     verdict = [f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})"]
     verdict += [f"note:    {n}" for n in s.notes]
-    verdict += render.status_verdict(s.layer)[1 + len(s.layer.notes):]  # the layer's next step
+    # the layer's next step, unless a file of the set must be fixed first (a symlink, a shadowing module)
+    first = next((a for a in s.files if a.symlink_fix or a.shadowed_by), s.layer)
+    verdict += render.status_verdict(first)[1 + len(first.notes):]
     if s.journal is not None or s.state == "mixed":
         verdict.append(f"next:    {shell.ple4patch('apply', s.engine.venv)}  (or revert): either makes the whole set one state")
     return "\n".join(body), "\n".join(verdict)

@@ -9,9 +9,11 @@ state           meaning
 =============== ==========================================================
 pristine        a pinned pristine file (shipped manifest or local pin)
 patched         the exact output of the current patch id for a pinned file
-patched_older   patched by an older patch id (its sentinel or history says)
+patched_older   the exact output of an older patch id for a pinned file
 unpinned        as shipped (matches RECORD) but not pinned: review + opt in
-modified        matches neither RECORD nor any pin: foreign or hand-edited
+modified        matches neither RECORD nor any pin: foreign or hand-edited (a file
+                whose sentinel names a patch id but whose bytes are no known output of
+                it, too: edited after patching, or patched by another ple4patch build)
 missing         the target file is absent
 not_installed   no usable engine in the venv (engine.find_engine refused)
 =============== ==========================================================
@@ -29,9 +31,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import readfile, shell
-from .engine import Engine
-from .fsio import read_if_exists
+from . import readfile, shadow, shell
+from .engine import Engine, _read_record, reinstall_hint
+from .errors import EngineNotFound
+from .fsio import identity_of, read_if_exists
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin, local_pins_problem
 from .paths import backup_path, set_aside_backups, temp_leftovers
@@ -83,10 +86,8 @@ def classify(
     pin = manifest.by_pristine(current_sha)
     if pin is not None:
         return Classified(State.PRISTINE, pin, None, current_sha)
-    if current_patch_id is not None and current_patch_id != PATCH_ID:
-        # patched by an older ple4patch whose pin we no longer know: the install's
-        # own RECORD is the best guess of what it was made from
-        return Classified(State.PATCHED_OLDER, None, current_patch_id, record_sha)
+    # A sentinel alone proves nothing: without a known output hash the file may have been
+    # edited after patching, or patched by another (a newer) ple4patch: never written over.
     if current_patch_id is None and record_sha is not None and current_sha == record_sha:
         return Classified(State.UNPINNED, None, None, current_sha)
     return Classified(State.MODIFIED, None, current_patch_id, record_sha)
@@ -124,6 +125,47 @@ class Assessment:
     backup: BackupState
     backup_sha256: str | None
     notes: list[str] = field(default_factory=list)
+    current_identity: tuple | None = None  # `fsio.identity_of` the target, taken before it was read
+    known_patch_ids: frozenset = frozenset()  # the patch ids this build's pins know (PATCH_ID too)
+    shadowed_by: tuple = ()  # what Python imports instead of the target (`shadow.shadowing`)
+    symlink_fix: str | None = None  # the step before any other: the target, or a directory on its way, is a symlink
+
+    def modified_why(self) -> str:
+        """Why a `modified` file is modified, in words (its state line and the refusals)."""
+        pid = self.patch_id
+        if pid is None:
+            return "matches neither the engine's RECORD nor a pinned file (modified or foreign)"
+        if pid == PATCH_ID:
+            return (f"carries the ple4patch sentinel ({pid}) but is not a known patched output "
+                    f"(edited after patching, or its pins are gone)")
+        if pid in self.known_patch_ids:
+            return (f"carries the sentinel of the older patch id {pid} but is not its known output "
+                    f"(edited after patching)")
+        return f"was patched by another ple4patch build: patch id {pid}, which this one ({PATCH_ID}) does not know"
+
+    def foreign_patch_fix(self) -> str:
+        """For a file another ple4patch build patched: the step that build can do."""
+        if self.state is State.MODIFIED and self.patch_id is not None and self.patch_id not in self.known_patch_ids:
+            return f"`ple4patch revert` with the ple4patch that made {self.patch_id}, or "
+        return ""
+
+    def shadow_problem(self) -> str | None:
+        """Why the target's bytes do not matter: Python imports another module of its name."""
+        if not self.shadowed_by:
+            return None
+        p = self.shadowed_by[0]
+        return (f"{p} is {shadow.what(p)}: Python imports it instead of {self.target}, so that file, "
+                f"patched or not, never runs; {self.shadow_fix()}")
+
+    def shadow_fix(self) -> str:
+        """What to do about `shadowed_by`: pip leaves a file RECORD does not list (a reinstall
+        would not remove it); one it lists is the engine's own (ple4patch cannot patch it)."""
+        p = self.shadowed_by[0]
+        if _listed_in_record(p, self.engine):
+            return (f"the engine's RECORD lists it (this 1cat-vllm build ships it): ple4patch cannot patch a "
+                    f"build that imports its own {p.name}; install a build without it")
+        return (f"the engine's RECORD does not list it (pip did not install it, and a reinstall leaves "
+                f"it): move it away, then run `{shell.ple4patch('apply', self.engine.venv)}`")
 
     @property
     def target(self) -> Path:
@@ -154,6 +196,29 @@ class Assessment:
         }
 
 
+def _listed_in_record(p: Path, engine: Engine) -> bool:
+    """Whether the engine's RECORD lists `p` (a file, or for a package a file under it)."""
+    try:
+        rows = _read_record(engine.dist_info)
+        rel = p.relative_to(engine.site_packages).as_posix()
+    except (EngineNotFound, ValueError):
+        return False
+    return rel in rows or any(r.startswith(rel + "/") for r in rows)
+
+
+def _symlink_fix(engine: Engine) -> str | None:
+    """What makes the target writable when it (or a directory on its way) is a symlink, which
+    ple4patch never writes through: pip replaces a symlinked file, but writes through a
+    symlinked directory, so that link goes first (`Engine.unlink_dir_hint`)."""
+    d = engine.symlinked_dir()
+    if d is not None:
+        return f"{engine.unlink_dir_hint(d)}, then `{shell.ple4patch('apply', engine.venv)}`"
+    if readfile.what_is(engine.target) == "a symlink":
+        return (f"reinstall the engine ({reinstall_hint(engine)}; pip puts the file in place of the symlink), "
+                f"then `{shell.ple4patch('apply', engine.venv)}`")
+    return None
+
+
 def _read_regular(path: Path) -> tuple[bool, bool, bytes | None]:
     """(exists, is a regular non-symlink file, bytes or None if unreadable)."""
     try:
@@ -173,6 +238,7 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
     current: bytes | None = None
     if readfile.what_is(target) == "a symlink":
         notes.append(f"the target is a symlink (to {os.readlink(target)}): ple4patch will not write through it")
+    identity = identity_of(target)  # before the read: a write after it changes the identity
     try:
         current = read_if_exists(target)
     except OSError as exc:
@@ -218,6 +284,10 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
             notes.append(f"a temp file from an interrupted run is left: {p} (the next apply/revert removes it)")
         else:
             notes.append(f"{p} is {found} under a temp-file name: ple4patch did not make it and leaves it alone")
+    shadows = tuple(shadow.shadowing(target, engine.site_packages))
+    for p in shadows:
+        notes.append(f"{p} is {shadow.what(p)}: Python imports it instead of {target.name}, which "
+                     f"then never runs (verify fails, apply refuses until it is moved away)")
     pins_problem = local_pins_problem(target)
     if pins_problem:
         notes.append(f"the venv's local pins are unusable and count as none ({pins_problem})")
@@ -232,4 +302,8 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         backup=b_state,
         backup_sha256=b_sha,
         notes=notes,
+        current_identity=identity,
+        known_patch_ids=frozenset(manifest.patch_ids() | {PATCH_ID}),
+        shadowed_by=shadows,
+        symlink_fix=_symlink_fix(engine),
     )

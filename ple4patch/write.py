@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 from . import bytecode, fsio, readfile, shell
 from . import manifest as manifest_mod
 from .engine import Engine, reinstall_hint
-from .errors import ModifiedFile, NotWritable
+from .errors import ChangedDuringRun, ModifiedFile, NotWritable
 from .hashing import file_sha256, sha256_hex
 from .manifest import Manifest, Pin
 from .movelog import MoveLog, lexists
@@ -189,45 +189,113 @@ def _prepare(a: Assessment, plan: Plan, log: MoveLog, notes: list[str]) -> Pin:
     return pin
 
 
+def xattrs_dropped_notes(target: Path, dropped: list[str]) -> list[str]:
+    """The note that names the extended attributes of `target` the new file could not take."""
+    if not dropped:
+        return []
+    return [f"{target} had extended attribute(s) that could not be copied onto its new bytes, now "
+            f"dropped: {', '.join(dropped)} (set them again as their owner, e.g. with setfattr/setfacl)"]
+
+
 def _replaced_notes(items: list[tuple[Assessment, Plan]], hardlinked: list[Path]) -> list[str]:
     return [f"{'the target' if p == items[0][0].target else p} was hard-linked: it now has a new "
             f"inode, the other links keep the old bytes" for p in hardlinked]
 
 
+def unchanged_since_assessed(a: Assessment, command: str) -> Callable[[], None]:
+    """A check that `a`'s target still is the file that was assessed (same sha256, same inode,
+    size and mtime): the lock keeps other ple4patch runs out, not pip or an editor."""
+
+    def check() -> None:
+        if fsio.identity_of(a.target) == a.current_identity and file_sha256(a.target) == a.current_sha256:
+            return
+        raise ChangedDuringRun(
+            f"{a.target} changed while ple4patch was working (another program, such as pip or an "
+            f"editor, wrote it meanwhile): this {command} took back what it wrote, so every file "
+            f"is as before it or as that program left it; run it again (`ple4patch {command} "
+            f"{a.engine.venv}`)"
+        )
+
+    return check
+
+
+def _still(target: Path, sha: str) -> Callable[[], None]:
+    """A check that `target` still holds the bytes this run wrote (before they are taken back)."""
+
+    def check() -> None:
+        if file_sha256(target) != sha:
+            raise ModifiedFile(f"another program wrote {target} too")
+    return check
+
+
+def _take_back(done: list[tuple[Assessment, bytes, str]], changed: ChangedDuringRun,
+               undo_rest: Callable[[], None], keep_rest: Callable[[], None], command: str) -> None:
+    """Another program wrote a file of the set: put back the bytes each file this run replaced
+    had (`done`: the file, its bytes before, the sha256 this run wrote), newest first, then
+    `undo_rest` (backups, pins, journal). If a file cannot be put back, `keep_rest` keeps the
+    journal, so the next run converges the set as after a kill. Raises `changed` (or why not)."""
+    try:
+        for a, before, wrote in reversed(done):
+            fsio.atomic_write(a.target, before, like=a.target, before_replace=_still(a.target, wrote))
+    except BaseException as exc:
+        keep_rest()
+        if not isinstance(exc, Exception):  # Ctrl-C: the journal finishes the set next time
+            raise
+        raise ChangedDuringRun(
+            f"{changed} -- but {a.target} could not be put back ({exc}): the journal stays; run "
+            f"`ple4patch {command} {a.engine.venv}` again to bring every file of the set to one state"
+        ) from None
+    undo_rest()
+    raise changed
+
+
 def write_set(items: list[tuple[Assessment, Plan]]) -> list[Written]:
     """Land one plan per file, all or nothing: until the first target is replaced any failure
     (not writable, disk full, Ctrl-C) takes every step back, so the venv is exactly as before;
-    from then on the journal names the set, and a failure leaves it for the next run."""
+    from then on the journal names the set, and a failure leaves it for the next run. Right
+    before each replace the target is checked to be still the file assessed: if another program
+    wrote a file of the set meanwhile, every step is taken back (`ChangedDuringRun`)."""
     assert items
     site = items[0][0].engine.site_packages
     notes = [n for a, _plan in items for n in remove_temp_leftovers(a.target)]
     per_file: list[list[str]] = [[] for _ in items]
     log = MoveLog()
     pins: list[Pin] = []
+    done: list[tuple[Assessment, bytes, str]] = []
+    journaled = len(items) > 1
     try:
         for (a, plan), file_notes in zip(items, per_file):
             pins.append(_prepare(a, plan, log, file_notes))
         fsio.fault("after-backup")
         if any(plan.pin is None for _a, plan in items):
             fsio.fault("after-pins")
-        journaled = len(items) > 1
         if journaled:
             log.created(fileset.write_journal(site, "apply", {
                 rel_of(a.target): {"pristine_sha256": plan.source_sha, "patched_sha256": plan.output_sha}
                 for a, plan in items
             }))
             fsio.fault("after-journal")
+        for a, _plan in items:  # every file first: none is replaced when another changed
+            unchanged_since_assessed(a, "apply")()
         hardlinked = [a.target for a, _plan in items if os.stat(a.target).st_nlink > 1]
-        first_a, first_plan = items[0]
-        fsio.atomic_write(first_a.target, first_plan.output, like=first_a.target, fault_temp=True)
+        for i, (a, plan) in enumerate(items):
+            if i:
+                fsio.fault("between-replaces")
+            assert a.current_bytes is not None
+            dropped = fsio.atomic_write(a.target, plan.output, like=a.target, fault_temp=(i == 0),
+                                        before_replace=unchanged_since_assessed(a, "apply"))
+            done.append((a, a.current_bytes, plan.output_sha))
+            per_file[i] += xattrs_dropped_notes(a.target, dropped)
+    except ChangedDuringRun as changed:
+        _take_back(done, changed, log.rollback, log.commit, "apply")
+        raise
     except BaseException:
-        if file_sha256(items[0][0].target) == items[0][1].source_sha:  # nothing replaced yet
+        if done:  # the journal (if any) converges the set
+            log.commit()
+        elif file_sha256(items[0][0].target) == items[0][1].source_sha:  # nothing replaced yet
             log.rollback()
         raise
-    log.commit()  # from here on the journal (if any) converges the set
-    for i, (a, plan) in enumerate(items[1:], start=1):
-        fsio.fault("between-replaces")
-        fsio.atomic_write(a.target, plan.output, like=a.target)
+    log.commit()
     notes += _replaced_notes(items, hardlinked)
     fsio.fault("after-replace")
     if journaled:
@@ -269,10 +337,22 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
             for a in files
         })
         fsio.fault("after-journal")
-    for i, (a, data) in enumerate(zip(files, datas)):
-        if i:
-            fsio.fault("between-replaces")
-        fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0))
+    done: list[tuple[Assessment, bytes, str]] = []
+    dropped_notes: dict[Path, list[str]] = {}
+    try:
+        for a in files:  # every file first: none is replaced when another changed
+            unchanged_since_assessed(a, "revert")()
+        for i, (a, data) in enumerate(zip(files, datas)):
+            if i:
+                fsio.fault("between-replaces")
+            assert a.current_bytes is not None
+            dropped = fsio.atomic_write(a.target, data, like=a.target, fault_temp=(i == 0),
+                                        before_replace=unchanged_since_assessed(a, "revert"))
+            done.append((a, a.current_bytes, sha256_hex(data)))
+            dropped_notes[a.target] = xattrs_dropped_notes(a.target, dropped)
+    except ChangedDuringRun as changed:
+        _take_back(done, changed, lambda: journaled and fileset.remove_journal(site), lambda: None, "revert")
+        raise
     fsio.fault("after-replace")
     kept: dict[Path, str] = {}
     for a in files:
@@ -286,7 +366,7 @@ def restore_set(files: list[Assessment], clean: bool) -> list[Written]:
     out = []
     for i, a in enumerate(files):
         removed, pyc_notes = bytecode.clean_pycache_noted(a.target, venv=a.engine.venv)
-        notes = ([kept[a.target]] if a.target in kept else []) + pyc_notes
+        notes = ([kept[a.target]] if a.target in kept else []) + dropped_notes.get(a.target, []) + pyc_notes
         try:
             notes += clean_set_aside(a.target, clean)
         except NotWritable as err:

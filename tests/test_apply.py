@@ -281,10 +281,48 @@ def test_patched_by_older_patch_id_is_upgraded(venv_a):
 
 def test_older_patch_without_backup_refused(venv_a):
     target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=True)
     target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
-    assert do(commands.status.run, venv_a).data["state"] == "patched_older"
+    assert do(commands.status.run, venv_a, manifest=man).data["state"] == "patched_older"
     with pytest.raises(ModifiedFile, match="reinstall"):
-        do(commands.apply.run, venv_a)
+        do(commands.apply.run, venv_a, manifest=man)
+
+
+NEWER_PATCH_ID = "nvfp4-rowpacked-9999"  # what a newer ple4patch would write
+
+
+@pytest.mark.parametrize("case", ["older-then-edited", "older-unpinned", "newer"])
+def test_a_sentinel_without_a_known_output_is_modified(case, venv_a):
+    """Only a known output hash makes a file `patched_older`: a file an older ple4patch patched
+    and then edited by hand, or one a newer ple4patch patched, is `modified`; apply and revert
+    write nothing (the hand edit, or the newer patch, stays)."""
+    from kit.fakepatch import OLD_PATCH_ID
+
+    target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=case != "older-unpinned")
+    data = {
+        "older-then-edited": fake_patch_old(PRISTINE_A.decode()).encode() + b"MY_HOTFIX = True\n",
+        "older-unpinned": fake_patch_old(PRISTINE_A.decode()).encode(),
+        "newer": fake_patch(PRISTINE_A.decode(), NEWER_PATCH_ID).encode(),
+    }[case]
+    target.write_bytes(data)
+    backup_path(target).write_bytes(PRISTINE_A)
+    before = site_snapshot(venv_a)
+    r = do(commands.status.run, venv_a, manifest=man)
+    assert (r.data["state"], r.data["backup"]["state"]) == ("modified", "present")
+    pid = NEWER_PATCH_ID if case == "newer" else OLD_PATCH_ID
+    assert r.data["patch_id"] == pid and pid in r.message and "upgrades" not in r.message
+    unknown_id = case != "older-then-edited"  # no pin of this build names the id
+    if unknown_id:
+        assert "another ple4patch build" in r.message and "`ple4patch revert` with the ple4patch" in r.message
+    with pytest.raises(ModifiedFile, match="nothing written") as err:
+        do(commands.apply.run, venv_a, manifest=man)
+    assert ("another ple4patch build" in str(err.value)) is unknown_id
+    with pytest.raises(ModifiedFile, match="nothing written"):
+        do(commands.revert.run, venv_a, manifest=man)
+    with pytest.raises(VerifyFailed, match="modified"):
+        do(commands.verify.run, venv_a, manifest=man)
+    assert site_snapshot(venv_a) == before
 
 
 def test_leftover_backup_identical_to_target_is_harmless(venv_a):
@@ -362,3 +400,89 @@ def test_read_only_directory_not_writable(venv_a):
             do(commands.apply.run, venv_a)
     finally:
         os.chmod(target.parent, 0o755)
+
+
+def extra_manifest_file(tmp_path, label: str, patched: str | None = None):
+    pin = fake_manifest(PRISTINE_A).pins[kit.sha256_hex(PRISTINE_A)]
+    man = m.Manifest({pin.pristine_sha256: m.Pin(**{**pin.__dict__, "label": label,
+                                                    "patched_sha256": patched or pin.patched_sha256})})
+    path = tmp_path / "site-pins.json"
+    path.write_text(man.dumps())
+    return path
+
+
+def test_a_bad_pin_of_an_extra_manifest_is_a_usage_error_naming_the_file(venv_a, tmp_path):
+    from ple4patch.errors import EXIT_USAGE
+
+    path = extra_manifest_file(tmp_path, "my site pin", patched="0" * 64)
+    before = site_snapshot(venv_a)
+    with pytest.raises(Ple4Error) as info:
+        do(commands.apply.run, venv_a, manifest=m.load([path], use_env=False, shipped=False))
+    msg = str(info.value)
+    assert info.value.exit_code == EXIT_USAGE, msg
+    assert str(path) in msg and "fix or drop it" in msg and "inconsistent" not in msg, msg
+    assert site_snapshot(venv_a) == before
+
+
+def test_control_characters_of_a_pin_label_are_escaped_in_text(venv_a, tmp_path):
+    path = extra_manifest_file(tmp_path, "my site pin\nstate:   patched (fake)\r\x1b[31m")
+    man = m.load([path], use_env=False, shipped=False)
+    r = do(commands.status.run, venv_a, manifest=man)
+    assert [line for line in r.message.splitlines() if line.startswith("state:")] == [
+        "state:   pristine (pinned: my site pin\\nstate:   patched (fake)\\r\\x1b[31m)"]
+    assert r.data["pin"]["label"] == "my site pin\nstate:   patched (fake)\r\x1b[31m"  # JSON keeps it as it is
+    r = do(commands.apply.run, venv_a, manifest=man)
+    assert "\x1b" not in r.message and "\r" not in r.message
+    assert all(not line.startswith("state:") for line in r.message.splitlines())
+    r = do(commands.verify.run, venv_a, manifest=man)
+    assert "\x1b" not in r.message and "my site pin\\nstate:" in r.message
+
+
+def test_patched_older_without_its_backup_promises_no_upgrade(venv_a):
+    target = kit.target_of(venv_a)
+    man = fake_manifest(PRISTINE_A, older=True)
+    target.write_bytes(fake_patch_old(PRISTINE_A.decode()).encode())
+    r = do(commands.status.run, venv_a, manifest=man)
+    (state,) = [line for line in r.message.splitlines() if line.startswith("state:")]
+    assert r.data["state"] == "patched_older" and "upgrades" not in state and "cannot upgrade" in state, state
+    assert "reinstall the engine" in r.message.split("next:")[1]
+    with pytest.raises(ModifiedFile, match="reinstall"):
+        do(commands.apply.run, venv_a, manifest=man)
+
+
+def reinstall_as_pip_does(venv, wheel) -> None:
+    import subprocess
+
+    subprocess.run([kit.PY, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--force-reinstall", "--no-deps", "--no-index", str(wheel)], check=True)
+
+
+@pytest.mark.parametrize("what", ["target", "vllm-dir"])
+def test_a_symlink_gets_a_next_step_that_works(what, wheelhouse, engine_venv, tmp_path):
+    """apply refuses to write through a symlink (exit 5): status's next step is not `apply`, but
+    what makes apply work; followed as printed (with the local wheel for pip), it does."""
+    import re
+    import shlex
+    import shutil
+
+    wheel = wheelhouse.engine(PRISTINE_A, version="1.5.0")
+    venv = engine_venv(wheel)
+    site = kit.site_packages(venv)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    link = kit.target_of(venv) if what == "target" else site / "vllm"
+    shutil.move(link, moved / link.name)
+    link.symlink_to(moved / link.name)
+    r = do(commands.status.run, venv)
+    nxt = r.message.split("next:")[1]
+    assert not nxt.strip().startswith("ple4patch apply") and "reinstall the engine" in nxt, r.message
+    with pytest.raises(ModifiedFile, match="symlink"):
+        do(commands.apply.run, venv)
+    reinstall_as_pip_does(venv, wheel)  # a reinstall alone: pip writes through a symlinked directory
+    assert link.is_symlink() is (what == "vllm-dir")
+    for cmd in re.findall(r"`rm ([^`]+)`", nxt):
+        for p in shlex.split(cmd):
+            os.unlink(p)
+    reinstall_as_pip_does(venv, wheel)
+    assert not link.is_symlink()
+    assert do(commands.apply.run, venv).data["changed"]

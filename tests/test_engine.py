@@ -197,11 +197,64 @@ def test_second_empty_site_packages_is_not_ambiguous(wheelhouse, engine_venv):
     assert find_engine(venv).version == "1.5.1"
 
 
-def test_two_dist_infos(wheelhouse, engine_venv):
+def reinstall(venv, wheel) -> None:
+    """What the advice's `pip install --force-reinstall --no-deps` does (from the local wheel)."""
+    subprocess.run([kit.PY, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--force-reinstall", "--no-deps", "--no-index", str(wheel)], check=True)
+
+
+def follow_the_advice(venv, wheel, message: str) -> None:
+    import re
+    import shlex
+
+    removes = re.findall(r"`rm -r ([^`]+)`", message)
+    assert removes, message
+    for arg in removes:
+        for path in shlex.split(arg):
+            shutil.rmtree(path)
+    reinstall(venv, wheel)
+
+
+@pytest.mark.parametrize("how", ["copied", "left-by-an-upgrade"])
+def test_two_dist_infos_name_the_stale_one(how, wheelhouse, engine_venv, tmp_path):
+    """pip sees one of the dist-infos: a `--force-reinstall` (the old advice) leaves the other, so
+    the message names the stale one (its RECORD does not fit the files) and says to remove it."""
+    from kit.fakepatch import PRISTINE_B
+
+    site_of = kit.site_packages
+    if how == "copied":
+        wheel = wheelhouse.engine(PRISTINE_A)
+        venv = engine_venv(wheel)
+        (dist,) = site_of(venv).glob("1cat_vllm-*.dist-info")
+        stale = dist.with_name("1cat_vllm-1.5.0.dist-info")
+        shutil.copytree(dist, stale)
+    else:  # 1.5.0 was installed, then 1.5.1 over it, and the old dist-info came back (an image layer)
+        venv = engine_venv(wheelhouse.engine(PRISTINE_A, version="1.5.0"))
+        (old,) = site_of(venv).glob("1cat_vllm-*.dist-info")
+        shutil.copytree(old, tmp_path / old.name)
+        wheel = wheelhouse.engine(PRISTINE_B + b"# 1.5.1 is longer\n", version="1.5.1")
+        kit.install(venv, wheel)
+        stale = old
+        shutil.copytree(tmp_path / old.name, stale)
+    err = refusal(venv)
+    assert err.reason == "several_dist_infos"
+    msg = str(err)
+    assert f"{stale.name} is stale" in msg and f"`rm -r {stale}`" in msg and "1cat-vllm==1.5.1" in msg, msg
+    reinstall(venv, wheel)  # the old advice alone: pip leaves the stale dist-info
+    assert stale.exists() and refusal(venv).reason == "several_dist_infos"
+    follow_the_advice(venv, wheel, msg)
+    assert find_engine(venv).version == "1.5.1"
+
+
+def test_two_dist_infos_that_fit_alike_leave_the_choice(wheelhouse, engine_venv):
     venv = engine_venv(wheelhouse.engine(PRISTINE_A))
     (dist,) = kit.site_packages(venv).glob("1cat_vllm-*.dist-info")
-    shutil.copytree(dist, dist.with_name("1cat_vllm-1.5.0.dist-info"))
-    assert refusal(venv).reason == "several_dist_infos"
+    twin = dist.with_name("1Cat_vLLM-1.5.1.dist-info")  # by letter case; its RECORD names its own files
+    shutil.copytree(dist, twin)
+    record = twin / "RECORD"
+    record.write_text(record.read_text().replace(dist.name, twin.name))
+    msg = str(refusal(venv))
+    assert "cannot be told" in msg and f"`rm -r {dist}`" in msg and f"`rm -r {twin}`" in msg, msg
 
 
 def test_unreadable_record(wheelhouse, engine_venv):

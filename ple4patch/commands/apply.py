@@ -17,7 +17,7 @@ from .. import manifest as manifest_mod
 from .. import plan as planning
 from .. import render, set_report, shell, write
 from ..engine import find_target, reinstall_hint
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, ModifiedFile
 from ..fileset import SetAssessment, assess_set
 from ..manifest import Manifest
 from ..paths import POLICY_REL, rel_of
@@ -57,6 +57,7 @@ def run(
         s = assess_set(engine, full)
         if s.layer.state is State.MISSING:
             engine.require_target()
+        _refuse_shadowed(s)
         if s.state == State.PATCHED.value:
             return _already_patched(s, [], dry_run=True)
         return _dry_run(s, make_plans(s, full))
@@ -66,6 +67,7 @@ def run(
                 and all(write.no_stale_bytecode(a) for a in s.files))
 
     with write.locked_set(engine, base, lock_timeout, nothing_to_write) as (s, full, not_writable):
+        _refuse_shadowed(s)
         if s.state == State.PATCHED.value:
             tidied = [] if not_writable is not None else _finish_journal(s)
             if not_writable is None:
@@ -75,6 +77,15 @@ def run(
         plans = make_plans(s, full)  # every file planned (or refused) before anything is written
         tidied = _finish_journal(s)
         return _patched(s, plans, write.write_set(plans), tidied)
+
+
+def _refuse_shadowed(s: SetAssessment) -> None:
+    """Python would import another module instead of a file of the set (a package or an
+    extension module of its name beside it): patching the file would change nothing that runs."""
+    for a in s.files:
+        problem = a.shadow_problem()
+        if problem:
+            raise ModifiedFile(f"{problem}: nothing written")
 
 
 def _finish_journal(s: SetAssessment) -> list[str]:
@@ -91,7 +102,7 @@ def _finish_journal(s: SetAssessment) -> list[str]:
 
 def _already_patched(s: SetAssessment, tidied: list[str], *, dry_run: bool = False) -> Result:
     a = s.layer
-    label = render.engine_label(a.engine.version, a.pin.label if a.pin else None)
+    label = render.engine_label(a.engine.version, a.pin.shown_label if a.pin else None)
     msg = f"already patched ({label}): nothing changed"
     if len(s.files) > 1:
         msg = f"already patched ({label}; {len(s.files)} files): nothing changed"
@@ -124,7 +135,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
             f"if the diff looks right, patch it with: {shell.ple4patch('apply', '--allow-unknown', e.venv)}"
         )
     else:
-        labels = list(dict.fromkeys(p.pin.label for _a, p in plans))  # type: ignore[union-attr]
+        labels = list(dict.fromkeys(p.pin.shown_label for _a, p in plans))  # type: ignore[union-attr]
         shas = ", ".join(p.output_sha for _a, p in plans)
         msg = (
             f"dry run: nothing written; output sha256 {shas} matches the pin\n"
@@ -176,5 +187,5 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
     data["notes"] = data["notes"] + notes
     pinned = plans[0][1].pin if plans else None
     lines.append(f"engine:  1cat-vllm {s.engine.version} in {s.engine.venv}"
-                 + (f" (file pinned as {pinned.label})" if pinned else ""))
+                 + (f" (file pinned as {pinned.shown_label})" if pinned else ""))
     return Result("apply", EXIT_OK, render.with_notes("\n".join(lines), notes + s.placement_notes), data)

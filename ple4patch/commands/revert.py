@@ -68,15 +68,13 @@ def run(
             if _restorable(a, notes):
                 restore.append(a)
                 continue
-            why = (
-                f"its backup is {a.backup.value}"
-                if a.state is not State.MODIFIED
-                else "it is not the patched output of the backup (modified or foreign)"
-            )
-            raise ModifiedFile(
-                f"cannot revert {a.target}: {why}; nothing written. Restore the engine with "
-                f"{reinstall_hint(engine)}"
-            )
+            if a.state is not State.MODIFIED:
+                why, fix = f"its backup is {a.backup.value}", "Restore the engine with "
+            elif a.foreign_patch_fix():  # another ple4patch build's patch: that build can revert it
+                why, fix = f"it {a.modified_why()}", f"Run {a.foreign_patch_fix()}restore the engine with "
+            else:
+                why, fix = "it is not the patched output of the backup (modified or foreign)", "Restore the engine with "
+            raise ModifiedFile(f"cannot revert {a.target}: {why}; nothing written. {fix}{reinstall_hint(engine)}")
         if restore:
             written = write.restore_set(restore, clean)
             remove_journal(engine.site_packages)  # a killed run's: the set is pristine now

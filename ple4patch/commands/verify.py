@@ -22,7 +22,7 @@ def _next(a) -> str:
     if a.state is State.PRISTINE or (a.state is State.PATCHED_OLDER and a.backup is BackupState.PRESENT):
         return f": {a.corrupt_backup_first()}run `{shell.ple4patch('apply', e.venv)}`"
     if a.state in (State.PATCHED_OLDER, State.MODIFIED):
-        return f": {a.corrupt_backup_first()}reinstall the engine ({reinstall_hint(e)}), then run `{shell.ple4patch('apply', e.venv)}`"
+        return f": {a.corrupt_backup_first()}{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then run `{shell.ple4patch('apply', e.venv)}`"
     return ""
 
 
@@ -39,10 +39,11 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
     lines = []
     for a in s.files:
         if a.state is not State.PATCHED:
-            raise VerifyFailed(
-                f"{a.target} is {a.state.value}, not patched" + _next(a)
-            )
+            why = f" (it {a.modified_why()})" if a.state is State.MODIFIED and a.patch_id else ""
+            raise VerifyFailed(f"{a.target} is {a.state.value}, not patched{why}" + _next(a))
         assert a.pin is not None
+        if a.shadow_problem():
+            raise VerifyFailed(f"{a.target} is patched, but {a.shadow_problem()}")
         if a.backup is not BackupState.PRESENT:
             raise VerifyFailed(
                 f"{a.target} is patched but its backup is {a.backup.value}, so revert could not "
@@ -59,6 +60,6 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
             )
         lines.append(f"ok: {a.target} is exactly patched (sha256 {a.current_sha256})")
         lines.append(f"    its backup restores the pristine file (sha256 {a.backup_sha256})")
-    pinned = f"; file pinned as {s.layer.pin.label}" if s.layer.pin else ""
+    pinned = f"; file pinned as {s.layer.pin.shown_label}" if s.layer.pin else ""
     lines.append(f"engine:  1cat-vllm {engine.version} in {engine.venv}, patch {PATCH_ID}{pinned}")
     return Result("verify", EXIT_OK, "\n".join(lines), set_report.report(s))
