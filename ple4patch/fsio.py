@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 import secrets
+import shlex
 import signal
 import stat
 import time
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import columns, readfile
-from .errors import LockTimeout, ModifiedFile, NotWritable
+from .errors import LockTimeout, ModifiedFile, NotWritable, UsageError
 from .paths import lock_path, stale_name as stale_path, temp_name
 
 LOCK_TIMEOUT_ENV = "PLE4PATCH_LOCK_TIMEOUT"
@@ -107,13 +109,19 @@ def _not_writable(path: Path, exc: OSError, doing: str) -> NotWritable:
 
 
 def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
+    """`$PLE4PATCH_LOCK_TIMEOUT` in seconds (unset or empty: `default`); anything but a finite,
+    non-negative number is a usage error, before the lock is touched."""
     value = os.environ.get(LOCK_TIMEOUT_ENV)
-    if not value:
+    if value is None or not value.strip():
         return default
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        return default
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise UsageError(f"${LOCK_TIMEOUT_ENV} must be a number of seconds, 0 or more, got {value!r}: "
+                         f"set it to one (0: do not wait), or unset it for the default {default:g} s")
+    return seconds
 
 
 LOCK_NOTICE_AFTER = 1.0  # seconds of waiting for the lock before saying so, once, on stderr
@@ -210,7 +218,7 @@ def _open_lock(path: Path) -> int:
         try:
             fd = os.open(path, flags | os.O_RDONLY)
         except OSError:
-            raise _not_writable(path, denied, "create the lock file") from None
+            raise _lock_unopenable(path, denied) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _not_our_lock(path, "a symlink") from None
@@ -223,10 +231,29 @@ def _open_lock(path: Path) -> int:
             raise _not_our_lock(path, readfile.kind_of(st.st_mode))
         if os.geteuid() == 0 and st.st_uid == 0 and st.st_nlink == 1:  # never a file linked elsewhere
             _give_to_dir_owner(fd, path.parent)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o444 != 0o444:
+            # made under a strict umask (077): readable by all, so that another user of a shared
+            # venv can open it to lock (flock needs no write access); it is always empty
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o444)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _lock_unopenable(path: Path, denied: OSError) -> NotWritable:
+    """The lock file cannot be opened: not there and not creatable here, or there and unreadable
+    to this user (made by another one under a strict umask by an older ple4patch)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return _not_writable(path, denied, "create the lock file")
+    return NotWritable(
+        f"cannot open the lock file {path} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): "
+        f"{denied.strerror or denied}; it is empty: its owner can make it readable "
+        f"(`chmod a+r {shlex.quote(str(path))}`) or remove it, or run as that user"
+    )
 
 
 def _give_to_dir_owner(fd: int, directory: Path) -> None:

@@ -107,7 +107,9 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     try:
         text = source.decode("utf-8")
     except UnicodeDecodeError:
-        raise ModifiedFile(f"{e.target} is not UTF-8 text: nothing written") from None
+        raise ModifiedFile(f"{e.target} is not UTF-8 text (a coding declaration for another encoding, or "
+                           "bytes of one): ple4patch patches UTF-8 sources only, as 1Cat-vLLM ships them; "
+                           "nothing written, and this engine build cannot be patched") from None
     output = build_output(text, str(e.target), pin, patch_source)
     return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup)
 

@@ -486,3 +486,17 @@ def test_a_symlink_gets_a_next_step_that_works(what, wheelhouse, engine_venv, tm
     reinstall_as_pip_does(venv, wheel)
     assert not link.is_symlink()
     assert do(commands.apply.run, venv).data["changed"]
+
+
+def test_the_lock_file_is_readable_by_all_under_a_strict_umask(tmp_path):
+    """Made under umask 077 it is still 0644-readable, so another user of a shared venv can open
+    it to lock (flock needs no write access); one it cannot open is named with its mode and owner."""
+    old = os.umask(0o077)
+    try:
+        with fsio.locked(tmp_path, timeout=0) as lock:
+            assert lock.stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old)
+    err = fsio._lock_unopenable(lock, PermissionError(13, "Permission denied"))
+    assert f"cannot open the lock file {lock} (mode 0644, owner uid {os.getuid()})" in str(err)
+    assert "chmod a+r" in str(err) and isinstance(err, fsio.NotWritable)

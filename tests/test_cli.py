@@ -222,3 +222,15 @@ def test_a_held_lock_is_waited_for_out_loud(standin_venv, as_json):
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-1", "1e309", "inf"])
+def test_a_bad_lock_timeout_is_a_usage_error(standin_venv, value):
+    """$PLE4PATCH_LOCK_TIMEOUT that is not a finite number of seconds, 0 or more, is refused
+    (exit 2, the variable and its value named), never read as the default or as 0."""
+    before = kit.sha256_hex(kit.target_of(standin_venv).read_bytes())
+    proc = run_cli("apply", standin_venv, env={**cli_env([TEST_MANIFEST]), "PLE4PATCH_LOCK_TIMEOUT": value})
+    assert proc.returncode == errors.EXIT_USAGE, proc
+    words = " ".join(proc.stderr.split())
+    assert f"$PLE4PATCH_LOCK_TIMEOUT must be a number of seconds, 0 or more, got {value!r}" in words, proc.stderr
+    assert kit.sha256_hex(kit.target_of(standin_venv).read_bytes()) == before

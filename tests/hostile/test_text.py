@@ -136,3 +136,19 @@ def test_lone_cr_line_endings_are_refused_naming_them(wheelhouse, tmp_path_facto
     assert proc.returncode != EXIT_OK and "line 1 ends in a lone CR (classic Mac OS line endings)" in words, proc.stderr
     assert "nothing written" in words
     assert target.read_bytes() == cr and sorted(os.listdir(target.parent)) == before
+
+
+def test_a_latin1_file_is_refused_saying_why(wheelhouse, tmp_path_factory, tmp_path):
+    """A file in Latin-1 with its coding declaration (Python imports it) as its wheel shipped it:
+    `apply --allow-unknown` refuses it naming the encoding rule, exit 5, nothing written."""
+    latin = b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + kit.standin_bytes()
+    tpl = kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "latin1",
+                       wheelhouse.engine(latin, version="1.5.1"))
+    venv = kit.clone(tpl, tmp_path / "venv")
+    target = kit.target_of(venv)
+    before = sorted(os.listdir(target.parent))
+    proc = kit.run_real("apply", "--allow-unknown", venv, env=kit.env_with([]))
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode == 5 and "is not UTF-8 text" in words, proc.stderr
+    assert "ple4patch patches UTF-8 sources only" in words and "nothing written" in words
+    assert target.read_bytes() == latin and sorted(os.listdir(target.parent)) == before
