@@ -102,6 +102,8 @@ def _next_step(a: Assessment) -> str | None:
         f"`{shell.ple4patch('apply', '--allow-unknown', e.venv)}`",
         State.MODIFIED: a.foreign_patch_fix() + reinstall,
     }.get(a.state)
+    if step and a.backup is BackupState.STALE and a.state in (State.PRISTINE, State.UNPINNED):
+        step += "  (it sets the stale backup aside, never restored)"
     return first + step if step else None
 
 

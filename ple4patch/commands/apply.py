@@ -132,7 +132,7 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
         names = "".join(f"\n  {a.target}" for a in unpinned)
         msg = (
             f"dry run: nothing written. NOT pinned: 1cat-vllm {e.version} as shipped:{names}\n"
-            f"if the diff looks right, patch it with: {shell.ple4patch('apply', '--allow-unknown', e.venv)}"
+            f"if the change looks right, patch it with: {shell.ple4patch('apply', '--allow-unknown', e.venv)}"
         )
     else:
         labels = list(dict.fromkeys(p.pin.shown_label for _a, p in plans))  # type: ignore[union-attr]

@@ -107,6 +107,12 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
     for a in s.files:
         if a not in restored:
             notes += _tidy_pristine(a, clean)
+    if not clean:
+        kept = [p for a in s.files for p in set_aside_backups(a.target)]
+        if kept:
+            notes.append(f"set-aside backup(s) of an earlier engine version stay (never restored): "
+                         f"{', '.join(map(str, kept))}; `{shell.ple4patch('revert', '--clean', s.engine.venv)}` "
+                         "removes them")
     lines = [f"reverted: {a.target}: pristine again, backup removed" for a in restored]
     after = assess_set(s.engine, manifest)
     data = {**set_report.report(s), "state_before": s.layer.state.value, "state": after.layer.state.value,

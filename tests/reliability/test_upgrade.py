@@ -59,6 +59,7 @@ def upgrade_cycle(venv, a: bytes, b: bytes, wheel_b, env, *, b_pinned: bool) -> 
     assert d["backup"]["state"] == "stale" and d["backup"]["sha256"] == sha_a
     text = kit.run_real("status", venv, env=env).stdout
     assert "1cat-vllm 1.5.1" in text and "stale" in text
+    assert "(it sets the stale backup aside, never restored)" in " ".join(text.split()), text
 
     rc, d = cli("verify", venv, env=env)
     assert rc == EXIT_VERIFY_FAILED and d["error"]["kind"] == "verify_failed"
@@ -108,8 +109,14 @@ def test_real_engines_apply_right_after_upgrade(wheelhouse, tmp_path):
     (aside,) = target.parent.glob(target.name + ".bak-pre-ple4.stale-*")
     assert aside.read_bytes() == a, "A's pristine bytes are kept, under another name"
     assert cli("verify", venv, env=env)[0] == 0
+    rc, d = cli("revert", venv, env=env)  # a plain revert says the set-aside backup stays, and how to remove it
+    assert (rc, d["restored"]) == (0, True) and aside.exists()
+    assert any(str(aside) in n and "revert --clean" in n and "stay" in n for n in d["notes"]), d["notes"]
+    assert target.read_bytes() == b and not backup_path(target).exists()
+    assert cli("apply", venv, env=env)[0] == 0
     rc, d = cli("revert", venv, "--clean", env=env)
     assert (rc, d["restored"]) == (0, True)
+    assert not any("stay" in n for n in d["notes"]), d["notes"]
     assert target.read_bytes() == b and not aside.exists() and not backup_path(target).exists()
 
 
