@@ -113,7 +113,7 @@ class Engine:
             to = os.readlink(d)
         except OSError:
             to = "its target"
-        return (f"remove the symlink (`rm {shlex.quote(str(d))}`: the link only, {to} keeps its files), "
+        return (f"remove the symlink (`rm {shell.quote(d)}`: the link only, {to} keeps its files), "
                 f"then reinstall the engine ({reinstall_hint(self)})")
 
     def inside_problem(self) -> str | None:
@@ -500,14 +500,14 @@ def _several_dist_infos(venv: Path, site: Path, ours: list[str]) -> str:
     head = (f"several 1cat-vllm dist-infos in {site} ({', '.join(ours)}): a broken install, which pip "
             f"does not repair (it sees one of them, and a reinstall or an uninstall leaves the others)")
     if fit[ranked[0]] == fit[ranked[1]]:  # their RECORDs fit the files alike: the user must choose
-        each = ", ".join(f"`rm -r {shlex.quote(str(site / n))}`" for n in ours)
+        each = ", ".join(f"`rm -r {shell.quote(site / n)}`" for n in ours)
         return (f"{head}; which one is installed cannot be told from their RECORDs: keep the dist-info "
                 f"of the version you mean to have, remove the others (one of {each} each), then reinstall "
                 f"that version ({venv_pip(venv, 'install --force-reinstall --no-deps 1cat-vllm==VERSION')})")
     keep, stale = ranked[0], ranked[1:]
     version = _metadata_version(site / keep) or (_split_dist_info(keep) or ("", ""))[1]
-    req = shlex.quote(f"1cat-vllm=={version}") if version else "1cat-vllm"
-    rm = " ".join(shlex.quote(str(site / n)) for n in stale)
+    req = shell.quote(f"1cat-vllm=={version}") if version else "1cat-vllm"
+    rm = " ".join(shell.quote(site / n) for n in stale)
     return (f"{head}; {', '.join(stale)} {'is' if len(stale) == 1 else 'are'} stale (the RECORD does not "
             f"match the installed files; {keep} does): remove {'it' if len(stale) == 1 else 'them'} "
             f"(`rm -r {rm}`), then reinstall the engine ({venv_pip(venv, f'install --force-reinstall --no-deps {req}')})")

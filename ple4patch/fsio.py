@@ -23,14 +23,13 @@ import fcntl
 import math
 import os
 import secrets
-import shlex
 import signal
 import stat
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import columns, readfile
+from . import columns, readfile, shell
 from .errors import LockTimeout, ModifiedFile, NotWritable, UsageError
 from .paths import lock_path, stale_name as stale_path, temp_name
 
@@ -252,7 +251,7 @@ def _lock_unopenable(path: Path, denied: OSError) -> NotWritable:
     return NotWritable(
         f"cannot open the lock file {path} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): "
         f"{denied.strerror or denied}; it is empty: its owner can make it readable "
-        f"(`chmod a+r {shlex.quote(str(path))}`) or remove it, or run as that user"
+        f"(`chmod a+r {shell.quote(path)}`) or remove it, or run as that user"
     )
 
 
