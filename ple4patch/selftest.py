@@ -68,7 +68,8 @@ def venv_python(venv: str | os.PathLike) -> str:
 # 12.8 (its `ptxas --help`: sm_50 .. sm_120); newer CUDA adds sm_103, sm_110 and sm_121. Anything
 # else is refused before anything compiles (ptxas would fail on it: `Value 'sm_7' is not defined`).
 PTXAS_ARCHS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
-_ARCH = re.compile(r"(?:sm_?)?(?:(\d)\.(\d)|(\d+))(a?)")  # sm_70, sm70, 70, 7.0; sm_90a (90 and up)
+# sm_70, sm70, 70, 7.0 (and 10.0, 12.1: torch.cuda.get_device_capability's form); sm_90a (90 and up)
+_ARCH = re.compile(r"(?:sm_?)?(?:([1-9]\d?)\.(\d)|([1-9]\d{0,2}))(a?)")
 
 
 def check_arch(arch: str) -> str:
@@ -76,11 +77,12 @@ def check_arch(arch: str) -> str:
     accepted form. `sm_90a` is `sm_90`: Triton builds 90 and up as the arch-specific variant."""
     m = _ARCH.fullmatch(str(arch).strip().lower())
     known = f"ptxas knows sm_{' '.join(map(str, PTXAS_ARCHS))} (write it like sm_70)"
+    shown = repr(arch if len(arch) <= 40 else arch[:40] + "...")
     if not m:
-        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {arch!r}; {known}")
+        raise UsageError(f"--arch: expected a CUDA architecture like sm_70, got {shown}; {known}")
     cc = int(m.group(3) or m.group(1) + m.group(2))
     if cc not in PTXAS_ARCHS or (m.group(4) and cc < 90):
-        raise UsageError(f"--arch: unknown architecture {arch!r}; {known}")
+        raise UsageError(f"--arch: unknown architecture {shown}; {known}")
     return f"sm_{cc}"
 
 

@@ -53,6 +53,11 @@ def test_arch_forms_accepted_and_refused_before_anything_compiles(tmp_path):
         assert selftest.check_arch(given) == "sm_70"
     assert selftest.check_arch("sm_90a") == selftest.check_arch("9.0") == "sm_90"
     assert selftest.check_arch("sm_120") == "sm_120"
+    # torch.cuda.get_device_capability's form for Blackwell: two-digit majors
+    assert [selftest.check_arch(x) for x in ("10.0", "12.0", "12.1", "10.3", "10.0a")] == [
+        "sm_100", "sm_120", "sm_121", "sm_103", "sm_100"]
+    with pytest.raises(UsageError, match=r"got 'x{40}\.\.\.'; ptxas"):
+        selftest.check_arch("x" * 1500)  # a long value is not echoed whole
     marker = tmp_path / "ran"
     venv = _fake_venv(tmp_path, f"touch {marker}\nexit 1\n")
     for bad in ("sm_7", "sm_71", "sm_80a", "sm_1000", "volta", "sm_"):
