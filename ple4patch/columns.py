@@ -145,13 +145,21 @@ _SITE = re.compile(r"(?<![^\s(`'\"])([^\s(`'\"]*/lib(?:64)?/python\d+\.\d+/site-
 _PATH_END = re.compile(r"[^\s()`'\":;,]*[^\s()`'\":;,.]")
 
 
+def _mid_word(text: str, at: int) -> bool:
+    """Whether a path found at `at` follows a quote, backtick or parenthesis that is itself inside
+    a word (`/tmp/o'/v/lib/...`): then what was found is the tail of a path with that character in
+    a directory name, not a whole path."""
+    return at >= 2 and text[at - 1] in "(`'\"" and not (text[at - 2].isspace() or text[at - 2] in "(`'\"")
+
+
 def relative_to_site(text: str) -> str:
     """`text` with every path under its site-packages directory named relative to it, outside
     commands, and that directory named once: after the first such path, `(in DIR)`, unless the
     text names the directory by itself. Text naming no or several site-packages is returned as
     it is."""
-    sites = {m.group(1) for m in _SITE.finditer(text)}
-    if len(sites) != 1 or not next(iter(sites)).startswith("/"):
+    found = list(_SITE.finditer(text))
+    sites = {m.group(1) for m in found}
+    if len(sites) != 1 or not next(iter(sites)).startswith("/") or any(_mid_word(text, m.start(1)) for m in found):
         return text  # several, or the tail of a path with a space or quote in it: every path whole
     site = sites.pop()
     named = re.search(re.escape(site) + r"(?!/)", text) is not None
@@ -177,8 +185,13 @@ def relative_to_site(text: str) -> str:
 def fit_lines(lines: list[tuple[str, int]], width: int = WIDTH) -> str:
     """A report's lines, each with the indent of its continuation lines (`inspect`'s columns):
     files relative to site-packages (`relative_to_site`, over all of them), then each wrapped."""
-    texts = relative_to_site("\n".join(line for line, _ in lines)).split("\n")
-    return "\n".join(wrap(text, width, hang) for text, (_, hang) in zip(texts, lines))
+    if any("\n" in line for line, _ in lines):
+        # a path with a newline in it: each line as it is, the newline shown as an escape, so
+        # that no line of the report is lost or shifted (and every path stays whole)
+        texts = [line.replace("\n", "\\n") for line, _ in lines]
+    else:
+        texts = relative_to_site("\n".join(line for line, _ in lines)).split("\n")
+    return "\n".join(wrap(text, width, hang) for text, (_, hang) in zip(texts, lines, strict=True))
 
 
 def for_people(text: str, verbose: bool = False) -> str:

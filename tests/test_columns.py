@@ -159,3 +159,19 @@ def test_any_line_fits_and_reads_back_as_it_was(label, words):
     for w in set(words) & set(WHOLE):  # a command or a quoted span: on one line as a shell reads it
         assert w in shell, out
     assert columns.fit(out) == out  # fitting again changes nothing
+
+
+def test_a_path_after_a_quote_inside_a_word_is_not_a_site_packages():
+    text = "target:  /tmp/o'/v/lib/python3.11/site-packages/vllm/ple_layer.py"
+    assert columns.relative_to_site(text) == text
+    quoted = "see '/opt/e/lib/python3.12/site-packages/vllm/x.py' and `/opt/e/lib/python3.12/site-packages/vllm/y.py`"
+    # a quote that opens a word is fine; a backticked path is a command, kept whole
+    assert columns.relative_to_site(quoted) == (
+        "see 'vllm/x.py (in /opt/e/lib/python3.12/site-packages)' and `/opt/e/lib/python3.12/site-packages/vllm/y.py`")
+
+
+def test_a_report_line_with_a_newline_in_a_path_loses_no_line():
+    lines = [("files       /tmp/x\ny/lib/python3.11/site-packages/vllm/q.py: pristine", 12), ("memory      fits", 12),
+             ("WILL START", 0)]
+    out = columns.fit_lines(lines).split("\n")
+    assert out == ["files       /tmp/x\\ny/lib/python3.11/site-packages/vllm/q.py: pristine", "memory      fits", "WILL START"]

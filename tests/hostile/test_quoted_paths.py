@@ -115,3 +115,32 @@ def test_suggestions_paste_and_paths_stay_whole(odd_venv, hman):
     assert "state:   patched" in proc.stdout, proc.stdout
     _check_text(proc.stdout, odd_venv)
     assert _suggested_venvs(proc.stdout) == [str(odd_venv)]  # `next: ple4patch verify VENV  (or revert)`
+
+
+def test_a_newline_in_the_venv_path_is_suggested_as_one_escaped_word(htpl, hroot, hman):
+    """A venv path with a newline: an error that suggests a command (errors are one line: their
+    line breaks become spaces) writes it `$'...\\n...'`, never a raw newline, so pasted it runs on
+    that venv, not on the sibling whose name has a space there."""
+    odd = kit.clone(htpl, hroot / "nl" / "eng\nv")
+    sibling = kit.clone(htpl, hroot / "nl" / "eng v")
+    env = kit.env_with([hman])
+    proc = _run("verify", odd, env=env)  # pristine: `run ple4patch apply VENV`
+    assert proc.returncode != EXIT_OK and "$'" in proc.stderr, proc.stderr
+    line = " ".join(kit.logical_lines(proc.stderr))
+    suggested = line[line.index("`ple4patch apply ") + 1:].split("`", 1)[0]
+    cmd = " ".join(shlex.quote(str(c)) for c in kit.fake_cmd())
+    pasted = subprocess.run(["bash", "-c", f'ple4patch() {{ {cmd} "$@"; }}\n{suggested}'],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert pasted.returncode == EXIT_OK, (suggested, pasted.stdout, pasted.stderr)
+    assert "state:   patched" in _run("status", odd, env=env).stdout
+    assert "state:   pristine" in _run("status", sibling, env=env).stdout
+
+
+def test_a_directory_name_ending_in_a_quote_keeps_paths_whole(htpl, hroot, hman):
+    """`/.../o'/venv`: the site-packages found after the quote is the tail of a path, so every
+    path is shown whole (never `/.../o'vllm/... (in /venv/lib/...)`)."""
+    odd = kit.clone(htpl, hroot / "q" / "o'" / "venv")
+    proc = _run("status", odd, env=kit.env_with([hman]))
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert str(kit.target_of(odd)) in proc.stdout.split(), proc.stdout
+    assert "(in /venv/" not in proc.stdout
