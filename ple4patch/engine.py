@@ -261,7 +261,8 @@ def find_engine(venv: str | os.PathLike | None = None, *, command: str = "status
     if not os.path.isdir(venv_path):
         how = " ($VIRTUAL_ENV)" if source == _ACTIVE else ""
         if root is not None:
-            raise _refuse("no_venv", f"no such venv: {venv_path}{how} is a file in a venv{meant}")
+            what = "is a file in the venv" if os.path.lexists(venv_path) else "does not exist; it would lie in the venv"
+            raise _refuse("no_venv", f"{venv_path}{how} {what} {root}, not a venv{meant}")
         raise _refuse("no_venv", f"no such venv: {venv_path}{how} is not a directory; {_pass_it(command)}")
     candidates = _site_packages_dirs(venv_path)
     if not candidates:

@@ -117,10 +117,10 @@ def _is_venv_root(d: Path) -> bool:
         for lib in ("lib", "lib64"))
 
 
-def venv_root_of(path: str | os.PathLike, levels: int = 5) -> Path | None:
+def venv_root_of(path: str | os.PathLike, levels: int = 12) -> Path | None:
     """The venv that `path` lies inside (`VENV/bin/python`, `VENV/lib/python3.11/site-packages`:
-    VENV), looking up at most `levels` directories; None when `path` is a venv's root itself or
-    in none."""
+    VENV; the engine's own `VENV/lib/python3.11/site-packages/vllm/.../ple_layer.py` too), looking
+    up at most `levels` directories; None when `path` is a venv's root itself or in none."""
     p = Path(os.path.abspath(path))
     for parent in list(p.parents)[:levels]:
         try:

@@ -184,7 +184,8 @@ class Assessment:
         (corrupt): only its owner may move it, and nothing else goes on until it is gone."""
         if self.backup is not BackupState.CORRUPT:
             return ""
-        return f"move {self.backup_path} away (not made by ple4patch; it may be yours), then "
+        q = shell.quote(self.backup_path)
+        return f"move {self.backup_path} away (not made by ple4patch; it may be yours: `mv {q} {q}.mine`), then "
 
     def hashes(self) -> dict:
         return {

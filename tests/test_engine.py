@@ -115,6 +115,12 @@ def test_a_path_inside_a_venv_names_the_venv_root(wheelhouse, engine_venv):
         assert err.reason == reason and err.exit_code == EXIT_ENGINE_NOT_FOUND
         assert f"did you mean {venv}?" in str(err) and f"`ple4patch status '{venv}'`" in str(err), str(err)
     assert "did you mean" not in str(refusal(venv.parent / "nope"))
+    assert f"{venv / 'bin' / 'python'} is a file in the venv {venv}, not a venv" in str(refusal(venv / "bin" / "python"))
+    typo = refusal(venv / "bin" / "typo")  # not there: said so, the venv still named
+    assert f"{venv / 'bin' / 'typo'} does not exist; it would lie in the venv {venv}" in str(typo), str(typo)
+    assert f"did you mean {venv}?" in str(typo)
+    deep = refusal(kit.target_of(venv))  # the engine's file itself, eight levels down
+    assert f"is a file in the venv {venv}" in str(deep) and f"did you mean {venv}?" in str(deep), str(deep)
 
 
 def test_engine_not_installed(new_venv):

@@ -144,3 +144,18 @@ def test_a_directory_name_ending_in_a_quote_keeps_paths_whole(htpl, hroot, hman)
     assert proc.returncode == EXIT_OK, proc.stderr
     assert str(kit.target_of(odd)) in proc.stdout.split(), proc.stdout
     assert "(in /venv/" not in proc.stdout
+
+
+def test_the_move_away_step_for_a_foreign_backup_pastes(odd_venv, hman):
+    """A file ple4patch did not make where the backup goes: the step names it and gives the `mv`
+    to paste, quoted; pasted, it keeps the file (as `.mine`) and frees the backup's place."""
+    from ple4patch.paths import backup_path
+
+    bak = backup_path(kit.target_of(odd_venv))
+    bak.write_bytes(b"mine\n")
+    proc = _run("status", odd_venv, env=kit.env_with([hman]))
+    line = " ".join(kit.shell_lines(proc.stdout))
+    mv = line[line.index("`mv ") + 1:].split("`", 1)[0]
+    done = subprocess.run(["bash", "-c", mv], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, (mv, done.stderr)
+    assert not bak.exists() and Path(f"{bak}.mine").read_bytes() == b"mine\n"
