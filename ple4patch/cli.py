@@ -238,7 +238,7 @@ def apply(venv: str | None, dry_run: bool, stat: bool, no_pager: bool, allow_unk
     when longer than the screen; piped, the plain unified diff, then the verdict.
     """
     if stat and not dry_run:
-        raise click.UsageError("--stat goes with --dry-run (the summary of what would change)")
+        raise click.UsageError("--stat goes with --dry-run (the summary of what would change); nothing was written")
     if no_pager and not dry_run:
         raise click.UsageError("--no-pager goes with --dry-run (the diff it would page); nothing was written")
     run_command("apply", as_json, lambda: commands.apply.run(venv, dry_run=dry_run, allow_unknown=allow_unknown),

@@ -180,9 +180,12 @@ def locked(directory: Path, timeout: float | None = None,
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
+                    holder = lock_holder(fd)
                     raise LockTimeout(
-                        f"another ple4patch holds {path} (waited {timeout:g} s): wait for it to "
-                        f"finish, or raise ${LOCK_TIMEOUT_ENV}"
+                        f"another process holds {path}" + (f" ({holder})" if holder else "")
+                        + f" (waited {timeout:g} s): wait for it to finish, or wait longer by "
+                        f"setting ${LOCK_TIMEOUT_ENV} (seconds) before the command, e.g. "
+                        f"{LOCK_TIMEOUT_ENV}=120"
                     ) from None
                 if not said and time.monotonic() - start >= LOCK_NOTICE_AFTER:
                     said = True

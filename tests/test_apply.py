@@ -346,7 +346,7 @@ def test_lock_timeout(venv_a):
     t.start()
     try:
         assert held.wait(5)
-        with pytest.raises(LockTimeout, match="another ple4patch"):
+        with pytest.raises(LockTimeout, match=f"another process holds .*\\(pid {os.getpid()} .*PLE4PATCH_LOCK_TIMEOUT=120"):
             do(commands.apply.run, venv_a, lock_timeout=0.2)
         with pytest.raises(LockTimeout):
             do(commands.revert.run, venv_a, lock_timeout=0.2)

@@ -154,7 +154,7 @@ def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
         waited = time.monotonic() - t0
         assert proc.returncode == EXIT_LOCK_TIMEOUT
         err = kit.error_message(proc, command)
-        assert "another ple4patch holds" in err and LOCK_TIMEOUT_ENV in err and "0.5 s" in err
+        assert "another process holds" in err and LOCK_TIMEOUT_ENV in err and "0.5 s" in err
         assert 0.5 <= waited < 10
         d = kit.json_of(kit.fake_cli(command, venv, "--json", env={**env, LOCK_TIMEOUT_ENV: "0.2"}))
         assert d["error"]["kind"] == "lock_timeout"
