@@ -27,3 +27,13 @@ def patch_policy_source(source: str) -> str:
 
 
 __all__ += ["patch_policy_source"]
+
+
+def patch_config_source(source: str) -> str:
+    """The patched text of the engine's ``vllm/config/vllm.py`` (see ``config``)."""
+    from .config import patch_config_source as _patch_config_source
+
+    return _patch_config_source(source)
+
+
+__all__ += ["patch_config_source"]
