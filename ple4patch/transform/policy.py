@@ -129,7 +129,7 @@ def _calls_directly(node: cst.If, name: str) -> bool:
 
 class _GuardIf(cst.CSTTransformer):
     """Every ``if`` whose own body calls one of `callees` gets ``not guard(self) and (...)``
-    (once, whichever it calls); `counts` says how many such ``if``\ s call each callee."""
+    (once, whichever it calls); `counts` says how many such ``if`` statements call each callee."""
 
     def __init__(self, callees: str | tuple[str, ...], guard: str) -> None:
         super().__init__()
