@@ -98,6 +98,12 @@ class ConfigPlacement:
     venv: Path
     unreadable: str | None = None  # why the file could not be read (then functions is empty)
     member: bool = False  # the file is in the set: apply patches its placement (no note)
+    state: str | None = None  # a member's state (`state.State` value)
+
+    @property
+    def patched(self) -> bool:
+        """A member whose patch skips the placement for an NVFP4 request (an older patch id too)."""
+        return self.member and self.state in (State.PATCHED.value, State.PATCHED_OLDER.value)
 
     @property
     def defaults(self) -> tuple[str, ...]:
@@ -266,8 +272,9 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
                      f"no longer has; it is never restored (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
                      f"removes it)")
     config = config_placement(engine)
-    if config is not None and any(m.target == config.path for m in in_set):
-        config = dataclasses.replace(config, member=True)
+    member = next((a for a in files if a.target == engine.site_packages / CONFIG_REL), None)
+    if config is not None and member is not None:
+        config = dataclasses.replace(config, member=True, state=member.state.value)
     if config is not None and not config.member:
         notes.append(config.note())
     seen = set()

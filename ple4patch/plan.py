@@ -54,9 +54,9 @@ def default_patch_source_for(rel: str) -> PatchSource:
 
 # Why a file is in the set, where a refusal of it has to say so (the layer's is plain).
 WHY_PATCHED = {
-    CONFIG_REL: (f"this release places the PLE table by itself from {CONFIG_REL} (the SM70 Qwen3.8 "
-                 "PLE default), and ple4patch patches that file too so that an NVFP4 request skips it; "
-                 "ple4patch ships no pin for these bytes (the module changes with almost every release)"),
+    CONFIG_REL: (f"this release places the PLE table by itself from {CONFIG_REL} (its SM70 Qwen3.8 PLE "
+                 "default), which ple4patch patches too so that an NVFP4 request skips it, but ple4patch "
+                 "ships no pin for these bytes (the module changes with almost every release)"),
 }
 
 
@@ -115,9 +115,10 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     source, pin, from_backup = source_for(a, manifest)
     if pin is None and not (allow_unknown or dry_run):
         why = WHY_PATCHED.get(rel_of(e.target))
+        shipped = f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD)"
+        what = f"{shipped}, and {why}" if why else f"{shipped} but no manifest pins it"
         raise UnpinnedFile(
-            f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
-            f"manifest pins it{f' ({why})' if why else ''}: {a.corrupt_backup_first()}review the change with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
+            f"{what}: {a.corrupt_backup_first()}review the change with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
             f"opt in with `{shell.ple4patch('apply', '--allow-unknown', e.venv)}`"
         )
     if a.backup is BackupState.CORRUPT and not from_backup:
