@@ -395,6 +395,10 @@ def test_unpinned_config_module_needs_allow_unknown(config_venv, pins):
     env = kit.env_with([pins])
     site = kit.site_packages(config_venv)
     unchanged = kit.tree_hash(config_venv)
+    proc = kit.run_real("status", config_venv, env=env)  # the set's next step is the opt-in
+    nexts = [line for line in kit.logical_lines(proc.stdout) if line.startswith("next:")]
+    assert nexts == [f"next:    review with `ple4patch apply --dry-run {config_venv}`, then "
+                     f"`ple4patch apply --allow-unknown {config_venv}`"], proc.stdout
     proc = kit.run_real("apply", config_venv, env=env)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     err = " ".join(proc.stderr.split())
