@@ -356,6 +356,18 @@ def _wide(text: str) -> list[str]:
             if len(line) > WIDTH and " " in line.strip().removesuffix(CONTINUATION)]
 
 
+def test_no_config_pin_ships_and_the_test_manifest_pins_the_stand_in():
+    """ple4patch ships no pin of vllm/config/vllm.py (no main-branch file with exact bytes is held;
+    a fork's is test data only): its shipped manifest is empty. The checked-in test manifest pins
+    the stand-in to what the transform makes of it (`make pin`)."""
+    shipped = m.load_file(m.SHIPPED_MANIFESTS_DIR / "vllm_config.json")
+    assert shipped.pins == {} and json.loads((m.SHIPPED_MANIFESTS_DIR / "vllm_config.json").read_text())["target"] == CONFIG_REL
+    assert not any(p.target == CONFIG_REL for p in m.load(use_env=False).pins.values())
+    (pin,) = m.load_file(kit.REPO / "tests/fixtures/standin_config_manifest.json").pins.values()
+    assert pin.target == CONFIG_REL and pin.pristine_sha256 == kit.sha256_hex(kit.config_era_bytes())
+    assert pin.patched_sha256 == kit.sha256_hex(patch_config_source(kit.config_era_bytes().decode()).encode())
+
+
 def test_the_config_module_is_a_member_of_the_set(config_venv, config_pins):
     man = m.load(config_pins[0], use_env=False)
     s = assess_set(find_engine(config_venv), man)
