@@ -1,10 +1,13 @@
 """The set of files one engine version's patch spans, assessed together, and the set's journal.
 
-A set is the PLE layer (`paths.TARGET_REL`, always) and, where the release has a start-up policy
-file that places the PLE table by itself (`policy_file.places_ple`: 1CatAI/1Cat-vLLM
-51c0f97201a70a644a80ac21d292a15eff0dc4e6 and later), `paths.POLICY_REL`. Each file is assessed
-on its own (`state.assess`: its hashes, pins, sentinel and `.bak-pre-ple4`); the set's state is
-theirs when they agree, else `mixed`.
+A set is the PLE layer (`paths.TARGET_REL`, always) and the file from which the release places
+the PLE table by itself at start-up, where it has one: the start-up policy file
+`paths.POLICY_REL` (`policy_file.places_ple`: 1CatAI/1Cat-vLLM
+51c0f97201a70a644a80ac21d292a15eff0dc4e6 and later), and, in releases before it, the VllmConfig
+module `paths.CONFIG_REL` (`policy_file.config_places_ple`: ChainZeaxion/1Cat-vLLM
+ebeb346a66d5d485d71fb2fc4079c8b891dd9250). Each file is assessed on its own (`state.assess`:
+its hashes, pins, sentinel and `.bak-pre-ple4`); the set's state is theirs when they agree,
+else `mixed`.
 
 The journal (`<site-packages>/.ple4patch-journal.json`) exists only while an apply or revert
 replaces more than one file: it names the direction and, per file, the pristine and the patched
@@ -12,10 +15,10 @@ sha256. A kill leaves it behind; `status` reports the interrupted run, and the n
 revert (each file on its own is safe in either state, and both commands finish per file)
 converges the whole set and removes it. No libcst, no torch: `status` runs this.
 
-A release may place the PLE table by itself from a file outside the set: releases before the
-policy file do it in ``vllm/config/vllm.py`` (`paths.CONFIG_REL`, `policy_file.config_placement`),
-which ple4patch reads and never patches. `config_placement` reads it; the set's notes then say,
-in one line (`ConfigPlacement.note`), what the patched layer needs at start-up.
+`config_placement` reads what ``vllm/config/vllm.py`` places (the preflight judges it): a
+member's placement is patched with the set; one outside the set (a cascade alone, or a file
+that cannot be read) gets one line in the set's notes (`ConfigPlacement.note`) saying what the
+patched layer needs at start-up.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from .errors import ModifiedFile
 from .manifest import Manifest
 from .paths import CONFIG_REL, POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
 from .policy_file import CASCADE_SWITCH, CONFIG_DEFAULTS, CONFIG_SKIP, config_cascade_form, config_placement as _functions
-from .policy_file import places_ple
+from .policy_file import config_places_ple, places_ple
 from .state import Assessment, State, assess
 
 JOURNAL_SCHEMA = 1
@@ -56,18 +59,29 @@ def _text(path: Path) -> str | None:
         return None
 
 
+# Which files join the set beside the layer, and what their text (or their backup's) must
+# define for that: the PLE placement the patch overrides.
+PLACING = ((POLICY_REL, places_ple), (CONFIG_REL, config_places_ple))
+
+
+def _places(member: Engine, places) -> bool:
+    """RECORD lists it, it is a file, and it (or its backup) defines the placement."""
+    # a symlinked file is a member, so that apply/revert refuse it (they never write through
+    # symlinks) instead of patching the layer alone
+    if not (member.record_listed and (member.target.is_file() or member.target.is_symlink())):
+        return False
+    return any(t is not None and places(t) for t in (_text(member.target), _text(backup_path(member.target))))
+
+
 def members(engine: Engine) -> list[Engine]:
-    """The files of this engine version's set: the layer, and the policy file where RECORD lists
-    it, it is a file, and it (or its backup) defines the PLE placement the patch overrides."""
+    """The files of this engine version's set: the layer, and each file of `PLACING` where
+    RECORD lists it, it is a file, and it (or its backup) defines the PLE placement the patch
+    overrides."""
     out = [engine_for(engine, TARGET_REL)]
-    policy = engine_for(engine, POLICY_REL)
-    # a symlinked policy file is a member, so that apply/revert refuse it (they never write
-    # through symlinks) instead of patching the layer alone
-    if policy.record_listed and (policy.target.is_file() or policy.target.is_symlink()):
-        text = _text(policy.target)
-        backup = _text(backup_path(policy.target))
-        if any(t is not None and places_ple(t) for t in (text, backup)):
-            out.append(policy)
+    for rel, places in PLACING:
+        member = engine_for(engine, rel)
+        if _places(member, places):
+            out.append(member)
     return out
 
 
@@ -76,13 +90,20 @@ CONFIG_READ_LIMIT = 8 * readfile.MiB  # the real vllm/config/vllm.py is 161 KB
 
 @dataclass(frozen=True)
 class ConfigPlacement:
-    """The automatic PLE placement a release's ``vllm/config/vllm.py`` defines (never patched)."""
+    """The automatic PLE placement a release's ``vllm/config/vllm.py`` defines."""
 
     path: Path
     functions: tuple[str, ...]  # as `policy_file.config_placement` names them
     cascade: str | None  # `policy_file.config_cascade_form`
     venv: Path
     unreadable: str | None = None  # why the file could not be read (then functions is empty)
+    member: bool = False  # the file is in the set: apply patches its placement (no note)
+    state: str | None = None  # a member's state (`state.State` value)
+
+    @property
+    def patched(self) -> bool:
+        """A member whose patch skips the placement for an NVFP4 request (an older patch id too)."""
+        return self.member and self.state in (State.PATCHED.value, State.PATCHED_OLDER.value)
 
     @property
     def defaults(self) -> tuple[str, ...]:
@@ -95,7 +116,7 @@ class ConfigPlacement:
         return "=".join(CONFIG_SKIP)
 
     def note(self) -> str:
-        """The one line status and apply say about it: the file, and what to do."""
+        """The one line status and apply say about a file outside the set: the file, and what to do."""
         if self.unreadable is not None:
             return (f"{CONFIG_REL} cannot be read ({self.unreadable}), so whether it moves the PLE table "
                     f"off the GPU workers by itself is unknown: start `vllm serve` with {self.skip} in "
@@ -208,7 +229,7 @@ class SetAssessment:
     @property
     def placement_notes(self) -> list[str]:
         """The note on the release's own placement outside the set (one line, or none)."""
-        return [self.config.note()] if self.config is not None else []
+        return [self.config.note()] if self.config is not None and not self.config.member else []
 
     @property
     def layer(self) -> Assessment:
@@ -251,7 +272,10 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
                      f"no longer has; it is never restored (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
                      f"removes it)")
     config = config_placement(engine)
-    if config is not None:
+    member = next((a for a in files if a.target == engine.site_packages / CONFIG_REL), None)
+    if config is not None and member is not None:
+        config = dataclasses.replace(config, member=True, state=member.state.value)
+    if config is not None and not config.member:
         notes.append(config.note())
     seen = set()
     for a in files:  # notes of the root of site-packages come once

@@ -15,14 +15,13 @@ import os
 from pathlib import Path, PurePosixPath
 
 # The files ple4patch patches, relative to site-packages: the PLE layer (every engine version
-# has it), and the start-up policy file where a release has one that places the PLE table by
-# itself (see `policy_file`). One engine version's set is the layer, or the layer and the policy.
+# has it), the start-up policy file where a release has one that places the PLE table by itself,
+# and the VllmConfig module where a release before the policy file places it from there (see
+# `policy_file`). One engine version's set is the layer, plus whichever of the others places it.
 TARGET_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
 POLICY_REL = "vllm/platforms/runtime_defaults.py"
-TARGET_RELS = (TARGET_REL, POLICY_REL)
-# Read, never patched: the VllmConfig module, where releases before the policy file place the
-# PLE table by themselves (see `policy_file.config_placement`).
 CONFIG_REL = "vllm/config/vllm.py"
+TARGET_RELS = (TARGET_REL, POLICY_REL, CONFIG_REL)
 
 # Beside the target.
 BACKUP_SUFFIX = ".bak-pre-ple4"  # <target>.bak-pre-ple4: the pristine bytes
@@ -32,6 +31,11 @@ TEMP_PREFIX = ".ple4patch-tmp-"  # a write in progress (beside the target or the
 # In the root of site-packages.
 LOCK_NAME = ".ple4patch.lock"
 LOCAL_PINS_NAME = ".ple4patch-pins.json"  # written by `apply --allow-unknown` (the layer's pins)
+LOCAL_PINS_NAMES = {  # each target's own local pins
+    TARGET_REL: LOCAL_PINS_NAME,
+    POLICY_REL: ".ple4patch-pins.runtime_defaults.json",
+    CONFIG_REL: ".ple4patch-pins.config_vllm.json",
+}
 JOURNAL_NAME = ".ple4patch-journal.json"  # a set's apply/revert in progress: direction and files
 
 # Shipped with ple4patch: the manifests (data keyed by pristine sha256).
@@ -73,9 +77,7 @@ def lock_path(state_dir: Path) -> Path:
 def local_pins_path(target: Path) -> Path:
     """`<site-packages>/.ple4patch-pins.json`: outside the engine's package, so `pip uninstall`
     leaves no `vllm` directory behind (and a reinstall of the same version keeps the opt-in)."""
-    rel = rel_of(target)
-    name = LOCAL_PINS_NAME if rel == TARGET_REL else LOCAL_PINS_NAME.replace(".json", f".{PurePosixPath(rel).stem}.json")
-    return site_packages_of(target) / name
+    return site_packages_of(target) / LOCAL_PINS_NAMES[rel_of(target)]
 
 
 def journal_path(site_packages: Path) -> Path:

@@ -17,6 +17,7 @@ from .errors import ModifiedFile, TransformError, UnpinnedFile
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin
 from .output_check import check_output
+from .paths import CONFIG_REL, POLICY_REL, rel_of
 from .state import Assessment, BackupState, State, classify
 
 PatchSource = Callable[[str], str]
@@ -33,6 +34,30 @@ def default_policy_patch_source() -> PatchSource:
     from .transform import patch_policy_source
 
     return patch_policy_source
+
+
+def default_config_patch_source() -> PatchSource:
+    """The transform of the engine's VllmConfig module (`paths.CONFIG_REL`)."""
+    from .transform import patch_config_source
+
+    return patch_config_source
+
+
+def default_patch_source_for(rel: str) -> PatchSource:
+    """The transform of one file of the set, by its path in site-packages."""
+    if rel == POLICY_REL:
+        return default_policy_patch_source()
+    if rel == CONFIG_REL:
+        return default_config_patch_source()
+    return default_patch_source()
+
+
+# Why a file is in the set, where a refusal of it has to say so (the layer's is plain).
+WHY_PATCHED = {
+    CONFIG_REL: (f"this release places the PLE table by itself from {CONFIG_REL} (its SM70 Qwen3.8 PLE "
+                 "default), which ple4patch patches too so that an NVFP4 request skips it, but ple4patch "
+                 "ships no pin for these bytes (the module changes with almost every release)"),
+}
 
 
 @dataclass
@@ -89,9 +114,11 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     e = a.engine
     source, pin, from_backup = source_for(a, manifest)
     if pin is None and not (allow_unknown or dry_run):
+        why = WHY_PATCHED.get(rel_of(e.target))
+        shipped = f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD)"
+        what = f"{shipped}, and {why}" if why else f"{shipped} but no manifest pins it"
         raise UnpinnedFile(
-            f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD) but no "
-            f"manifest pins it: {a.corrupt_backup_first()}review the change with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
+            f"{what}: {a.corrupt_backup_first()}review the change with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
             f"opt in with `{shell.ple4patch('apply', '--allow-unknown', e.venv)}`"
         )
     if a.backup is BackupState.CORRUPT and not from_backup:
@@ -114,11 +141,11 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
     return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup)
 
 
-def is_patched_output_of(backup: bytes, current: bytes, policy: bool = False) -> bool:
-    """Last resort when no pin links them: does the transform turn `backup` into `current`?"""
+def is_patched_output_of(backup: bytes, current: bytes, rel: str) -> bool:
+    """Last resort when no pin links them: does the transform of `rel` turn `backup` into `current`?"""
     try:
         text = backup.decode("utf-8")
-        transform = default_policy_patch_source() if policy else default_patch_source()
+        transform = default_patch_source_for(rel)
         return transform(text).encode("utf-8") == current
     except (UnicodeDecodeError, TransformError, ImportError):
         return False

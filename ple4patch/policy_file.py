@@ -10,9 +10,10 @@ them):
   ``_qwen4exp_ple_cascade_requested`` (the disk cascade admission). ple4patch patches that file
   (`places_ple`); a policy file without the entry point, or without both placement functions,
   places nothing, and the release's patch set is ``ple_layer.py`` alone.
-- Earlier releases place the table from the VllmConfig module ``vllm/config/vllm.py``, which
-  ple4patch reads and never patches (`config_placement`): it changes with almost every commit,
-  so no pin of it could hold. ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250
+- Earlier releases place the table from the VllmConfig module ``vllm/config/vllm.py``
+  (`config_placement`); ple4patch patches it where it defines one of the default functions
+  (`config_places_ple`). It changes with almost every commit, so ple4patch ships no pin of
+  it: such a set is applied with ``--allow-unknown``. ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250
   (the commit of the corpus file fork-chainzeaxion-ebeb346a), ``vllm/config/vllm.py``:
   ``_apply_sm70_qwen38_hybrid_ple_defaults(parallel_config)`` (lines 303-312) writes
   ``VLLM_SM70_QWEN38_HYBRID_PLE=1``, ``VLLM_PLE_CPU_OFFLOAD=1`` and ``VLLM_PLE_DISK_OFFLOAD=1``
@@ -106,6 +107,14 @@ def config_placement(text: str) -> tuple[str, ...]:
     `CONFIG_FUNCTIONS` (empty: that module places no PLE table)."""
     defs = _module_defs(text)
     return tuple(name for name in CONFIG_FUNCTIONS if _defines(text, name, defs))
+
+
+def config_places_ple(text: str) -> bool:
+    """Whether a ``vllm/config/vllm.py`` defines a default that writes the PLE variables into
+    os.environ (`CONFIG_DEFAULTS`): then it joins the patch set. The cascade alone does not take
+    an NVFP4 table by itself (see the module docstring), so it does not make the file a member."""
+    defs = _module_defs(text)
+    return any(_defines(text, name, defs) for name in CONFIG_DEFAULTS)
 
 
 def config_cascade_form(text: str) -> str | None:

@@ -18,11 +18,14 @@ Before a 100 GB model takes minutes to start, one verdict from what can be read 
   (``KernelConfig.ple_disk_cascade``, on by default). Either moves the table out of the GPU
   workers, and the patched loader then refuses to start. The patched policy file skips both
   for an NVFP4 request. Releases before the policy file place the table from
-  ``vllm/config/vllm.py``, which ple4patch never patches (``fileset.config_placement``;
-  ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250 there:
-  ``_apply_sm70_qwen38_hybrid_ple_defaults`` sets the three PLE variables to 1 unless one of
-  them is in the environment at all, lines 2127-2149): that start is judged from the
-  environment given, and ``export VLLM_PLE_CPU_OFFLOAD=0`` is the change.
+  ``vllm/config/vllm.py`` (``fileset.config_placement``; ChainZeaxion/1Cat-vLLM
+  ebeb346a66d5d485d71fb2fc4079c8b891dd9250 there: ``_apply_sm70_qwen38_hybrid_ple_defaults``
+  sets the three PLE variables to 1 unless one of them is in the environment at all, lines
+  2127-2149), which ple4patch patches with the set: patched, it skips that default for an
+  NVFP4 request; not patched, the start is judged from the environment given, and the change
+  is ``ple4patch apply --allow-unknown VENV`` (no pin of that module ships) or ``export
+  VLLM_PLE_CPU_OFFLOAD=0``. Its own placement is all that module changes, so its not being
+  patched is judged there, not as a file that blocks by itself.
 
 An FP8 table is read by the engine as installed (stock reads FP8; the patched policy and loader
 act on an NVFP4 request only): for it the patch state and the NVFP4 rules block nothing, and only
@@ -269,24 +272,34 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
         elif not needs_patch:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
                                     "(the engine reads it as installed)"))
+        elif rel == CONFIG_REL and a.state is not State.MODIFIED:
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: its automatic PLE placement "
+                                    "applies (see placement)"))
         else:
             fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{shell.ple4patch('apply', eng.venv)}`"
-                   if a.state is State.MODIFIED else shell.ple4patch('apply', eng.venv))
+                   if a.state is State.MODIFIED else _apply_command(a.state, eng.venv))
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched", blocks=True, change=fix))
     return findings, files, s
 
 
+def _apply_command(state: State | str | None, venv) -> str:
+    """The apply that patches a file in this state: an unpinned one needs the opt-in."""
+    if state is not None and State(state) is State.UNPINNED:
+        return shell.ple4patch('apply', '--allow-unknown', venv)
+    return shell.ple4patch('apply', venv)
+
+
 def environment_findings(settings: dict, config: ConfigPlacement | None = None) -> list[Finding]:
     """Every explicit setting the NVFP4 table refuses (the rules of the patched engine). Where the
-    release's ``vllm/config/vllm.py`` places the PLE table by itself, unsetting one of
-    `CONFIG_SKIPPED_BY` brings its default back, so the change is to set it to 0."""
+    release's ``vllm/config/vllm.py`` places the PLE table by itself and is not patched,
+    unsetting one of `CONFIG_SKIPPED_BY` brings its default back, so the change is to set it to 0."""
     out = []
     for name, _conflicting, _why, change in policy.PLE4_POLICY_RULES:
         line = policy.ple4_policy_refusal(name, settings[name]) if name in settings else None
         if line is None:
             continue
         line = line.removesuffix(f": {change}")  # the engine's one-line refusal ends with what to change
-        if config is not None and config.defaults and name in CONFIG_SKIPPED_BY:
+        if config is not None and config.defaults and not config.patched and name in CONFIG_SKIPPED_BY:
             change = (f"set {name}=0, not unset: unset, {CONFIG_REL} turns the PLE offload on again "
                       f"({CONFIG_SKIP[0]}=1)")
         out.append(Finding("environment", line, blocks=True, change=change))
@@ -294,16 +307,21 @@ def environment_findings(settings: dict, config: ConfigPlacement | None = None) 
 
 
 def config_placement_findings(config: ConfigPlacement | None, settings: dict) -> list[Finding]:
-    """What ``vllm/config/vllm.py`` (never patched) will choose for this start: its default
+    """What ``vllm/config/vllm.py`` will choose for this start. Patched (a member of the set),
+    it skips its default and declines its cascade for an NVFP4 request. Not patched, its default
     writes the PLE variables unless one of `CONFIG_SKIPPED_BY` is in the environment at all (a
-    conflicting value there is an environment finding of its own); its cascade does not take an
-    NVFP4 table by itself (FP8 storage only, or only on `CASCADE_SWITCH`)."""
+    conflicting value there is an environment finding of its own), and the change is to patch it
+    or to set the variable; its cascade does not take an NVFP4 table by itself (FP8 storage
+    only, or only on `CASCADE_SWITCH`)."""
     if config is None:
         return []
     if config.unreadable is not None:
         return [Finding("placement", config.note())]
-    out = []
     fns = " and ".join(config.defaults)
+    if config.patched:
+        return [Finding("placement", f"{CONFIG_REL} is patched: for an NVFP4 request it skips its automatic "
+                        f"PLE placement ({fns}) and declines the disk cascade; vllm serve needs no PLE variable")]
+    out = []
     if config.defaults:
         skipped = [n for n in CONFIG_SKIPPED_BY if n in settings]
         if skipped:
@@ -311,12 +329,18 @@ def config_placement_findings(config: ConfigPlacement | None, settings: dict) ->
                                f"does not apply: {', '.join(skipped)} is set in the environment"))
         else:
             sets = "; ".join(", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn]) for fn in config.defaults)
+            if config.member:
+                where, change = (f"{CONFIG_REL}, not patched",
+                                 f"{_apply_command(config.state, config.venv)} (patches {CONFIG_REL} too), or "
+                                 f"export {config.skip} in the shell that starts vllm serve")
+            else:
+                where, change = (f"{CONFIG_REL}, which ple4patch does not patch",
+                                 f"export {config.skip} (in the shell that starts vllm serve)")
             out.append(Finding(
                 "placement",
                 f"on a V100 in the SM70 Qwen3.8 dual-compile lane the engine sets {sets} ({fns} in "
-                f"{CONFIG_REL}, which ple4patch does not patch), and the patched loader refuses the "
-                "offload process",
-                blocks=True, change=f"export {config.skip} (in the shell that starts vllm serve)",
+                f"{where}), and the patched loader refuses the offload process",
+                blocks=True, change=change,
             ))
     if config.cascade == "storage":
         out.append(Finding("placement", f"the engine's disk cascade ({CONFIG_REL}) takes FP8 PLE storage "
@@ -333,7 +357,7 @@ def config_placement_findings(config: ConfigPlacement | None, settings: dict) ->
 def placement_findings(eng, policy_state: str | None, settings: dict, serve: ServeOptions,
                        config: ConfigPlacement | None = None) -> list[Finding]:
     """What the release's automatic PLE placement will choose for this start: its policy file's
-    (patched with the set) and its ``vllm/config/vllm.py``'s (never patched)."""
+    and its ``vllm/config/vllm.py``'s (each patched with the set where it is a member)."""
     from_config = config_placement_findings(config, settings)
     path = eng.site_packages / POLICY_REL
     try:

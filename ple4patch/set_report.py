@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import render, shell
 from .fileset import SetAssessment
-from .state import Assessment
+from .state import Assessment, State
 
 
 def file_report(a: Assessment) -> dict:
@@ -67,12 +67,26 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
         body += [f"note:    {n}" for n in a.notes]
     verdict = [f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})"]
     verdict += [f"note:    {n}" for n in s.notes]
-    # the layer's next step, unless a file of the set must be fixed first (a symlink, a shadowing module)
-    first = next((a for a in s.files if a.symlink_fix or a.shadowed_by), s.layer)
+    first = first_to_fix(s)
     verdict += render.status_verdict(first)[1 + len(first.notes):]
-    if s.journal is not None or s.state == "mixed":
-        verdict.append(f"next:    {shell.ple4patch('apply', s.engine.venv)}  (or revert): either makes the whole set one state")
+    patched = {a.state in (State.PATCHED, State.PATCHED_OLDER) for a in s.files}
+    if s.journal is not None or len(patched) > 1:  # half applied (or reverted): either finishes it
+        apply = (shell.ple4patch('apply', '--allow-unknown', s.engine.venv) if s.by_state(State.UNPINNED)
+                 else shell.ple4patch('apply', s.engine.venv))
+        verdict.append(f"next:    {apply}  (or revert): either makes the whole set one state")
     return "\n".join(body), "\n".join(verdict)
+
+
+def first_to_fix(s: SetAssessment) -> Assessment:
+    """The file whose next step is the set's: one that must be fixed first (a symlink, a
+    shadowing module, a modified file), else an unpinned one (apply refuses the whole set until
+    it is reviewed and opted in), else the layer."""
+    for wanted in (lambda a: a.symlink_fix or a.shadowed_by, lambda a: a.state is State.MODIFIED,
+                   lambda a: a.state is State.UNPINNED):
+        found = next((a for a in s.files if wanted(a)), None)
+        if found is not None:
+            return found
+    return s.layer
 
 
 def status_text(s: SetAssessment) -> str:

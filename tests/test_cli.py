@@ -174,6 +174,8 @@ def test_shipped_manifest_is_up_to_date_with_the_transform():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "up to date: ple4patch/patches/ple_layer.json" in proc.stdout
     assert "up to date: tests/fixtures/standin_manifest.json" in proc.stdout
+    assert "up to date: ple4patch/patches/vllm_config.json" in proc.stdout
+    assert "up to date: tests/fixtures/standin_config_manifest.json" in proc.stdout
 
 
 def test_concurrent_applies_serialise(standin_venv):

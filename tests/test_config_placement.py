@@ -1,7 +1,7 @@
 """The era before the start-up policy file: the release places the PLE table from
-``vllm/config/vllm.py``, which ple4patch reads and never patches, and says so.
+``vllm/config/vllm.py``, which ple4patch patches as a member of the set.
 
-Three layers of checks:
+Four layers of checks:
 
 - the detector (`policy_file.config_placement`, `config_cascade_form`) on small texts;
 - the real file, ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250
@@ -13,10 +13,13 @@ Three layers of checks:
   cascade (322-390), with the same commit's ``_get_ple_embedding_quant_method`` (ple_layer.py
   lines 505-544), declines an NVFP4 table by its storage check and admits FP8; and the stand-in
   of tests/fixtures/config_era has the same names, skip rule and writes;
-- status, apply (text and --json) on the stand-in engine as a real wheel (the PLE layer and that
-  stand-in ``vllm/config/vllm.py``): one note naming the file and what to do, exit codes as ever;
-  and no note on a runtime_defaults-era engine, nor on one whose ``vllm/config/vllm.py`` places
-  nothing.
+- the real file patched (`transform.patch_config_source`): its gate and its cascade, taken from
+  the patched text and run the same way, skip the default and decline the cascade for an NVFP4
+  request and keep both for FP8;
+- status, apply (dry run, --allow-unknown), verify and revert (text and --json) on the stand-in
+  engine as a real wheel (the PLE layer and that stand-in ``vllm/config/vllm.py``): a set of
+  two files, no placement note; unpinned, apply refuses saying why; a ``vllm/config/vllm.py``
+  that is not a member (a cascade alone, unreadable) keeps its one note.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ from ple4patch.engine import find_engine
 from ple4patch.fileset import assess_set
 from ple4patch.paths import CONFIG_REL
 from ple4patch.policy_file import CASCADE_FUNCTION, CONFIG_DEFAULTS, CONFIG_SKIPPED_BY, HYBRID_FUNCTION
+from ple4patch.sentinel import sentinel_line, strip_injected
+from ple4patch.transform import patch_config_source
+from ple4patch.transform.policy import BLOCK_BEGIN, BLOCK_END
 from tools import engine_corpus
 
 LABEL = "fork-chainzeaxion-ebeb346a"
@@ -129,6 +135,17 @@ def _default_gate(tree: ast.Module) -> ast.expr:
     return skip
 
 
+def _default_if_test(tree: ast.Module) -> ast.expr:
+    """The whole test of the `if` whose own body calls the hybrid default."""
+    (test,) = [
+        n.test for n in ast.walk(tree)
+        if isinstance(n, ast.If) and any(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and getattr(s.value.func, "id", None) == HYBRID_FUNCTION for s in n.body)
+    ]
+    return test
+
+
 def _gate_names(skip: ast.expr) -> tuple[str, ...]:
     (gen,) = skip.operand.args
     return tuple(ast.literal_eval(gen.generators[0].iter))
@@ -189,7 +206,8 @@ class _MixedPrecision:  # ModelOpt's mixed-precision config, as NVIDIA's NVFP4 c
 def real_cascade(monkeypatch):
     """The real cascade admission, with the same commit's real `_get_ple_embedding_quant_method`."""
     layer_tree = ast.parse(_real("ple_layer.py"))
-    tree = ast.parse(_real("vllm.py"))
+    text = _real("vllm.py")
+    trees = {False: (ast.parse(text), {}), True: (ast.parse(patch_config_source(text)), _injected(patch_config_source(text)))}
 
     class Fp8Method:
         pass
@@ -211,9 +229,10 @@ def real_cascade(monkeypatch):
     for mod in (modelopt, layer_mod, common):
         monkeypatch.setitem(sys.modules, mod.__name__, mod)
 
-    def admit(environ: dict, storage: str, quant_config=None) -> tuple[bool, str | None]:
+    def admit(environ: dict, storage: str, quant_config=None, patched: bool = False) -> tuple[bool, str | None]:
+        tree, injected = trees[patched]
         fn = _run_def(_function(tree, CASCADE_FUNCTION), {
-            "envs": _Envs(environ), "torch": SimpleNamespace(float16="float16"),
+            **injected, "envs": _Envs(environ), "torch": SimpleNamespace(float16="float16"),
             "_ple_disk_cascade_cuda_supported": lambda: True,
         })
         kernel = SimpleNamespace(ple_disk_cascade=True, ple_disk_cascade_active=None, ple_disk_cascade_reason=None)
@@ -240,6 +259,57 @@ def test_the_real_cascade_declines_an_nvfp4_table_by_its_storage(real_cascade):
         False, "existing explicit PLE placement takes precedence")
 
 
+def _injected(patched: str) -> dict:
+    """The namespace of the block the patch injected, run from the patched text itself."""
+    begin, end = patched.index(BLOCK_BEGIN), patched.index(BLOCK_END)
+    namespace: dict = {}
+    exec(compile(patched[begin:end], "<injected>", "exec"), namespace)
+    return namespace
+
+
+def test_the_real_file_patches():
+    text = _real("vllm.py")
+    out = patch_config_source(text)
+    assert out.count(sentinel_line()) == 1
+    assert out.count("if not ple4_policy_skips_auto_placement(self) and (") == 1
+    assert out.count("    if ple4_policy_declines_cascade(cfg):\n        return False\n") == 1
+    assert policy_file.config_places_ple(out) and policy_file.config_placement(out) == (HYBRID_FUNCTION, CASCADE_FUNCTION)
+    # everything else is the engine's own text
+    assert strip_injected(out).replace("not ple4_policy_skips_auto_placement(self) and (", "(").replace(
+        "    if ple4_policy_declines_cascade(cfg):\n        return False\n", "").replace("\n\n\n\n\n", "\n\n") == text
+
+
+def _patched_gate(environ: dict, dtype: str) -> bool:
+    """Whether the patched real `VllmConfig.__post_init__` calls the hybrid default: the test of
+    its `if`, from the patched text, on the SM70 Qwen3.8 dual-compile lane at pipeline parallel 1
+    (every other condition of that `if` true), with the injected rules from the patched text."""
+    patched = patch_config_source(_real("vllm.py"))
+    test = _default_if_test(ast.parse(patched))
+    cfg = SimpleNamespace(
+        model_config=SimpleNamespace(hf_text_config=SimpleNamespace(ple_embedding_dtype=dtype)),
+        speculative_config=None,
+        parallel_config=SimpleNamespace(pipeline_parallel_size=1, data_parallel_backend="mp",
+                                        data_parallel_size_local=1, data_parallel_size=1))
+    namespace = {**_injected(patched), "os": SimpleNamespace(environ=environ), "self": cfg,
+                 "envs": _Envs({**environ, "VLLM_SM70_QWEN38_DUAL_COMPILE": "1"}),
+                 "_is_sm70_qwen38_decode_compile_contract": lambda *a: True}
+    return eval(compile(ast.Expression(test), "<gate>", "eval"), namespace)
+
+
+def test_the_patched_real_gate_skips_the_default_for_an_nvfp4_request():
+    assert _patched_gate({}, "nvfp4_rowpacked") is False  # no variable needed
+    assert _patched_gate({}, "float8_e4m3fn") is True  # FP8: the engine's default, as before
+    assert _patched_gate({}, "") is True
+    assert _patched_gate({"VLLM_PLE_CPU_OFFLOAD": "0"}, "float8_e4m3fn") is False  # its own skip rule kept
+
+
+def test_the_patched_real_cascade_declines_nvfp4_and_admits_fp8(real_cascade):
+    admitted, reason = real_cascade({}, "nvfp4_rowpacked", patched=True)
+    assert admitted is False and reason == "ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker"
+    assert real_cascade({}, "float8_e4m3fn", patched=True) == (True, None)
+    assert real_cascade({}, "", _MixedPrecision("FP8"), patched=True) == (True, None)
+
+
 def test_the_stand_in_matches_the_real_file():
     real, standin = _real("vllm.py"), kit.config_era_bytes().decode("utf-8")
     assert policy_file.config_placement(standin) == policy_file.config_placement(real)
@@ -257,7 +327,12 @@ def test_the_stand_in_matches_the_real_file():
     assert writes[0] == writes[1]
 
 
-# -- status and apply on the engine ------------------------------------------------------
+
+
+# -- the set on the engine -------------------------------------------------------------------
+
+LAYER_REL = "vllm/models/qwen4_exp/nvidia/ple_layer.py"
+
 
 @pytest.fixture(scope="module")
 def pins(tmp_path_factory):
@@ -265,41 +340,142 @@ def pins(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def config_pins(tmp_path_factory):
+    return kit.standin_config_set_manifests(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture
 def config_venv(wheelhouse, engine_venv):
     return engine_venv(wheelhouse.engine_config_era(kit.standin_bytes(), kit.config_era_bytes()))
 
 
-def _note_lines(text: str) -> list[str]:
-    return [line for line in kit.logical_lines(text) if CONFIG_REL in line]
+def _wide(text: str) -> list[str]:
+    """Lines over the text width (a path alone on its line may be longer)."""
+    return [line for line in text.splitlines()
+            if len(line) > WIDTH and " " in line.strip().removesuffix(CONTINUATION)]
 
 
-def test_status_and_apply_say_where_the_placement_is(config_venv, pins):
-    env = kit.env_with([pins])
-    man = m.load([pins], use_env=False)
-    note = assess_set(find_engine(config_venv), man).config.note()
-    assert note.startswith(f"{CONFIG_REL} moves the PLE table off the GPU workers") and HYBRID_FUNCTION in note
-    assert "does not patch it" in note and "`vllm serve` with VLLM_PLE_CPU_OFFLOAD=0 in its environment" in note
-    for args in (("status",), ("apply", "--dry-run", "--stat"), ("apply",), ("apply",), ("status",), ("verify",)):
+def test_no_config_pin_ships_and_the_test_manifest_pins_the_stand_in():
+    """ple4patch ships no pin of vllm/config/vllm.py (no main-branch file with exact bytes is held;
+    a fork's is test data only): its shipped manifest is empty. The checked-in test manifest pins
+    the stand-in to what the transform makes of it (`make pin`)."""
+    shipped = m.load_file(m.SHIPPED_MANIFESTS_DIR / "vllm_config.json")
+    assert shipped.pins == {} and json.loads((m.SHIPPED_MANIFESTS_DIR / "vllm_config.json").read_text())["target"] == CONFIG_REL
+    assert not any(p.target == CONFIG_REL for p in m.load(use_env=False).pins.values())
+    (pin,) = m.load_file(kit.REPO / "tests/fixtures/standin_config_manifest.json").pins.values()
+    assert pin.target == CONFIG_REL and pin.pristine_sha256 == kit.sha256_hex(kit.config_era_bytes())
+    assert pin.patched_sha256 == kit.sha256_hex(patch_config_source(kit.config_era_bytes().decode()).encode())
+
+
+def test_the_config_module_is_a_member_of_the_set(config_venv, config_pins):
+    man = m.load(config_pins[0], use_env=False)
+    s = assess_set(find_engine(config_venv), man)
+    assert s.rels == [LAYER_REL, CONFIG_REL] and s.state == "pristine"
+    assert s.config is not None and s.config.member and s.placement_notes == [] and s.notes == []
+
+
+def test_cli_cycle_of_the_config_set(config_venv, config_pins):
+    """status, dry run, apply, apply again, status, verify, revert through the real CLI (text and
+    --json): both files patched and restored, no placement note, every line within the width."""
+    mans, set_pins = config_pins
+    env = kit.env_with(mans)
+    site = kit.site_packages(config_venv)
+    before = kit.site_snapshot(config_venv, pycache=False)
+    for args, exit_code in ((("status",), 0), (("apply", "--dry-run", "--stat"), 0), (("apply",), 0), (("apply",), 0),
+                            (("status",), 0), (("verify",), 0), (("revert",), 0), (("verify",), 8)):
         proc = kit.run_real(*args, config_venv, env=env)
-        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
-        wide = [line for line in proc.stdout.splitlines()  # a path alone on its line may be longer
-                if len(line) > WIDTH and " " in line.strip().removesuffix(CONTINUATION)]
-        assert wide == [], proc.stdout
-        if args[0] != "verify":  # verify's text is its verdict alone; its JSON carries the note
-            assert _note_lines(proc.stdout) == [f"note:    {note}" if args[0] == "status" else f"note: {note}"], (
-                args, proc.stdout)
+        assert proc.returncode == exit_code, (args, proc.stdout, proc.stderr)
+        assert _wide(proc.stdout) == [], proc.stdout
+        assert "VLLM_PLE_CPU_OFFLOAD" not in proc.stdout and "PLE table" not in proc.stdout, (args, proc.stdout)
         d = kit.json_of(kit.run_real(*args, "--json", config_venv, env=env))
-        assert d["exit_code"] == 0 and d["notes"].count(note) == 1, (args, d["notes"])
-        assert d["set"]["files"] == ["vllm/models/qwen4_exp/nvidia/ple_layer.py"]
-        if args[0] != "verify":
-            assert d["message"].count(note) == 1, args
-    assert kit.sha(kit.site_packages(config_venv) / CONFIG_REL) == kit.sha256_hex(kit.config_era_bytes())
+        assert d["exit_code"] == exit_code and (exit_code or d["set"]["files"] == [LAYER_REL, CONFIG_REL]), (args, d)
+        assert not any("VLLM_PLE_CPU_OFFLOAD" in n or "PLE table" in n for n in d.get("notes", [])), (args, d)
+        if args[1:2] == ("--dry-run",):
+            assert f"+++ b/{CONFIG_REL}" in d["diff"] and "ple4_policy_skips_auto_placement(self) and (" in d["diff"]
+        if args == ("apply",) and d["changed"]:
+            assert kit.sha(site / CONFIG_REL) == set_pins[CONFIG_REL].patched_sha256
+            assert kit.backup_sha(site / CONFIG_REL) == set_pins[CONFIG_REL].pristine_sha256
+            kit.run_real("revert", config_venv, env=env)  # the --json apply patched it: undo, then the text one
+            assert kit.run_real(*args, config_venv, env=env).returncode == 0
+    assert kit.site_snapshot(config_venv, pycache=False) == before
+
+
+def test_unpinned_config_module_needs_allow_unknown(config_venv, pins):
+    """As shipped, ple4patch has no pin of any vllm/config/vllm.py: apply refuses saying why and
+    writes nothing; `apply --allow-unknown` patches it, and `vllm serve` then needs no variable."""
+    env = kit.env_with([pins])
+    site = kit.site_packages(config_venv)
+    unchanged = kit.tree_hash(config_venv)
+    proc = kit.run_real("status", config_venv, env=env)  # the set's next step is the opt-in
+    nexts = [line for line in kit.logical_lines(proc.stdout) if line.startswith("next:")]
+    assert nexts == [f"next:    review with `ple4patch apply --dry-run {config_venv}`, then "
+                     f"`ple4patch apply --allow-unknown {config_venv}`"], proc.stdout
+    proc = kit.run_real("apply", config_venv, env=env)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert f"places the PLE table by itself from {CONFIG_REL}" in err and "ships no pin for these bytes" in err, err
+    assert "apply --allow-unknown" in err and _wide(proc.stderr) == []
+    assert kit.tree_hash(config_venv) == unchanged
+    proc = kit.run_real("apply", "--dry-run", config_venv, env=env)
+    assert proc.returncode == 0 and "NOT pinned" in proc.stdout and CONFIG_REL in proc.stdout, proc.stdout
+    proc = kit.run_real("apply", "--allow-unknown", config_venv, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ple4_policy_skips_auto_placement(self) and (" in (site / CONFIG_REL).read_text()
+    assert (site / ".ple4patch-pins.config_vllm.json").is_file()
+    for args in (("status",), ("verify",)):
+        proc = kit.run_real(*args, config_venv, env=env)
+        assert proc.returncode == 0 and "VLLM_PLE_CPU_OFFLOAD" not in proc.stdout, (args, proc.stdout)
+    assert kit.run_real("revert", config_venv, env=env).returncode == 0
+    assert kit.sha(site / CONFIG_REL) == kit.sha256_hex(kit.config_era_bytes())
+
+
+def test_a_release_with_both_placement_files_is_a_three_file_set(wheelhouse, engine_venv, tmp_path, config_pins):
+    """The policy file and a VllmConfig module that both place the table: a set of three."""
+    from ple4patch.paths import POLICY_REL
+
+    policy_mans, policy_pins = kit.standin_set_manifests(tmp_path)
+    mans = [*config_pins[0], policy_mans[1]]
+    wheel = wheelhouse.wheel({LAYER_REL: kit.standin_bytes(), POLICY_REL: kit.standin_policy_bytes(),
+                              CONFIG_REL: kit.config_era_bytes()}, version="1.5.2")
+    venv = engine_venv(wheel)
+    env = kit.env_with(mans)
+    d = kit.json_of(kit.run_real("apply", "--json", venv, env=env))
+    assert d["exit_code"] == 0 and d["set"]["files"] == [LAYER_REL, POLICY_REL, CONFIG_REL]
+    assert [f["changed"] for f in d["files"]] == [True, True, True]
+    assert kit.run_real("verify", venv, env=env).returncode == 0
+    d = kit.json_of(kit.run_real("revert", "--json", venv, env=env))
+    assert d["exit_code"] == 0 and [f["restored"] for f in d["files"]] == [True, True, True]
+    site = kit.site_packages(venv)
+    assert kit.sha(site / POLICY_REL) == policy_pins[POLICY_REL].pristine_sha256
+
+
+def test_a_cascade_alone_is_no_member_and_keeps_its_note(wheelhouse, engine_venv, pins):
+    """A vllm/config/vllm.py with the cascade but no default (Peuqui/1Cat-vLLM 0f580579's form:
+    only when VLLM_QWEN4EXP_PLE_DISK asks): not patched, one note saying what it does."""
+    text = kit.config_era_bytes().replace(f"def {HYBRID_FUNCTION}(".encode(), b"def _other(").replace(
+        f"    {HYBRID_FUNCTION}(".encode(), b"    _other(").replace(
+        b"    if not kernel.ple_disk_cascade:", b"    if not envs.VLLM_QWEN4EXP_PLE_DISK:")
+    assert not policy_file.config_places_ple(text.decode()) and policy_file.config_cascade_form(text.decode()) == "switch"
+    venv = engine_venv(wheelhouse.engine_config_era(kit.standin_bytes(), text))
+    env = kit.env_with([pins])
+    for args in (("status",), ("apply",)):
+        proc = kit.run_real(*args, venv, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (line,) = _note_lines(proc.stdout)
+        assert "admits the PLE disk cascade by itself" in line and "VLLM_QWEN4EXP_PLE_DISK=1" in line, line
+        d = kit.json_of(kit.run_real(*args, "--json", venv, env=env))
+        assert d["set"]["files"] == [LAYER_REL]
+    assert kit.sha(kit.site_packages(venv) / CONFIG_REL) == kit.sha256_hex(text)
+
+
+def _note_lines(text: str) -> list[str]:
+    return [line for line in kit.logical_lines(text) if CONFIG_REL in line and "note:" in line]
 
 
 def test_no_note_without_the_placement(wheelhouse, engine_venv, pins, tmp_path):
     """A runtime_defaults-era engine (its placement is in the set), an engine without
-    vllm/config/vllm.py, and one whose vllm/config/vllm.py places nothing: no note."""
+    vllm/config/vllm.py, and one whose vllm/config/vllm.py places nothing: no note, no member."""
     set_pins, _ = kit.standin_set_manifests(tmp_path)
     plain = b"import os\n\n\nclass VllmConfig:\n    def __post_init__(self):\n        pass\n"
     cases = [
@@ -312,13 +488,14 @@ def test_no_note_without_the_placement(wheelhouse, engine_venv, pins, tmp_path):
         for args in (("status",), ("apply",)):
             proc = kit.run_real(*args, venv, env=kit.env_with(mans))
             assert proc.returncode == 0 and CONFIG_REL not in proc.stdout, (i, args, proc.stdout)
-            assert assess_set(find_engine(venv), m.load(mans, use_env=False)).config is None
+            s = assess_set(find_engine(venv), m.load(mans, use_env=False))
+            assert s.config is None and CONFIG_REL not in s.rels
 
 
 def test_an_unreadable_config_module_is_said_so(config_venv, pins):
     """Something other than a readable regular file at vllm/config/vllm.py: not read (never a
-    FIFO or a device), status still works and exits 0, and its note says the placement is
-    unknown and what makes the start safe either way."""
+    FIFO or a device), not a member, status still works and exits 0, and its note says the
+    placement is unknown and what makes the start safe either way."""
     path = kit.site_packages(config_venv) / CONFIG_REL
     path.unlink()
     path.mkdir()
@@ -327,3 +504,4 @@ def test_an_unreadable_config_module_is_said_so(config_venv, pins):
     d = json.loads(kit.run_real("status", "--json", config_venv, env=kit.env_with([pins])).stdout)
     (note,) = [n for n in d["notes"] if CONFIG_REL in n]
     assert "a directory" in note and "VLLM_PLE_CPU_OFFLOAD=0" in note
+    assert d["set"]["files"] == [LAYER_REL]

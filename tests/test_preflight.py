@@ -10,6 +10,8 @@ the blockers named with what to change, JSON valid against the shipped schema.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -20,7 +22,8 @@ from ple4patch import commands, preflight
 from ple4patch import manifest as m
 from ple4patch.cli import main
 from ple4patch.errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
-from ple4patch.paths import POLICY_REL, TARGET_REL
+from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
+from ple4patch.policy_file import CONFIG_DEFAULTS
 
 ckpt_factory = pytest.importorskip("ckpt_factory")
 
@@ -359,26 +362,52 @@ def test_serve_args_read_a_config_file_as_vllm_serve_does(tmp_path, monkeypatch)
 
 @pytest.fixture
 def config_era_venv(wheelhouse, engine_venv, pins_env):
-    """A patched engine of the era before the policy file: the PLE layer, and a
-    vllm/config/vllm.py that places the table by itself (tests/fixtures/config_era, shaped like
-    ChainZeaxion/1Cat-vLLM ebeb346a's: `_apply_sm70_qwen38_hybrid_ple_defaults` unless one of the
-    three PLE variables is in os.environ, and the FP8-only cascade)."""
+    """An engine of the era before the policy file whose PLE layer alone is patched (as an older
+    ple4patch left it), and whose vllm/config/vllm.py, a member of the set, is as shipped and
+    unpinned (tests/fixtures/config_era, shaped like ChainZeaxion/1Cat-vLLM ebeb346a's:
+    `_apply_sm70_qwen38_hybrid_ple_defaults` unless one of the three PLE variables is in
+    os.environ, and the FP8-only cascade)."""
+    from ple4patch.paths import backup_path
+    from ple4patch.transform import patch_source
+
     venv = engine_venv(wheelhouse.engine_config_era(kit.standin_bytes(), kit.config_era_bytes()))
-    assert commands.apply.run(venv).exit_code == 0
+    layer = kit.site_packages(venv) / TARGET_REL
+    pristine = layer.read_bytes()
+    backup_path(layer).write_bytes(pristine)
+    layer.write_text(patch_source(pristine.decode()))
     return venv
+
+
+def test_config_era_member_patched_needs_no_variable(ckpt, config_era_venv, meminfo):
+    """`apply --allow-unknown` patches vllm/config/vllm.py too: the start needs no PLE variable."""
+    assert commands.apply.run(config_era_venv, allow_unknown=True).exit_code == 0
+    r = run(ckpt, config_era_venv, meminfo)
+    assert (r.exit_code, blockers(r)) == (EXIT_OK, []), blockers(r)
+    assert [(f["path"], f["state"]) for f in r.data["preflight"]["files"]] == [(TARGET_REL, "patched"),
+                                                                            (CONFIG_REL, "patched")]
+    (line,) = placement(r)
+    assert line["message"].startswith(f"{CONFIG_REL} is patched: for an NVFP4 request it skips its automatic PLE "
+                                      "placement (_apply_sm70_qwen38_hybrid_ple_defaults)"), line
+    # an explicit conflicting value is still refused, and unsetting it is enough now
+    r = run(ckpt, config_era_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"})
+    (env,) = [f for f in r.data["preflight"]["findings"] if f["area"] == "environment"]
+    assert env["blocks"] and env["change"] == "set VLLM_PLE_CPU_OFFLOAD=0"
 
 
 def placement(r) -> list[dict]:
     return [f for f in r.data["preflight"]["findings"] if f["area"] == "placement"]
 
 
-def test_config_era_automatic_placement_blocks_until_the_variable_is_set(ckpt, config_era_venv, meminfo):
+def test_config_era_automatic_placement_blocks_until_patched_or_the_variable_is_set(ckpt, config_era_venv, meminfo):
     r = run(ckpt, config_era_venv, meminfo)
-    assert r.exit_code == EXIT_CHECKPOINT and [f["path"] for f in r.data["preflight"]["files"]] == [TARGET_REL]
-    (b,) = r.data["preflight"]["blockers"]
-    assert b["area"] == "placement" and "vllm/config/vllm.py" in b["message"]
-    assert "_apply_sm70_qwen38_hybrid_ple_defaults" in b["message"] and "does not patch" in b["message"]
-    assert b["change"].startswith("export VLLM_PLE_CPU_OFFLOAD=0")
+    assert r.exit_code == EXIT_CHECKPOINT
+    assert [(f["path"], f["state"]) for f in r.data["preflight"]["files"]] == [(TARGET_REL, "patched"),
+                                                                            (CONFIG_REL, "unpinned")]
+    (b,) = r.data["preflight"]["blockers"]  # the file's state alone blocks nothing: its placement does
+    assert b["area"] == "placement" and f"{CONFIG_REL}, not patched" in b["message"]
+    assert "_apply_sm70_qwen38_hybrid_ple_defaults" in b["message"]
+    assert b["change"] == (f"ple4patch apply --allow-unknown {config_era_venv} (patches {CONFIG_REL} too), or "
+                           "export VLLM_PLE_CPU_OFFLOAD=0 in the shell that starts vllm serve")
     assert r.message.startswith("WILL NOT START: 1 thing to change")
     cascade = placement(r)[1]
     assert not cascade["blocks"] and "FP8 PLE storage only" in cascade["message"]
@@ -410,7 +439,7 @@ def test_config_era_text_fits_and_json_validates(ckpt, config_era_venv, monkeypa
     d = kit.validate(json.loads(res.output))
     assert res.exit_code == EXIT_CHECKPOINT and d["preflight"]["blockers"][0]["area"] == "placement"
     res = CliRunner().invoke(main, ["inspect", str(ckpt), str(config_era_venv)])
-    assert "export VLLM_PLE_CPU_OFFLOAD=0" in res.output
+    assert "export VLLM_PLE_CPU_OFFLOAD=0" in res.output and "apply --allow-unknown" in res.output
     assert all(len(line) <= 100 for line in res.output.splitlines() if " " in line.strip()), res.output
 
 
@@ -437,6 +466,15 @@ def test_config_placement_findings_of_each_form(tmp_path, functions, cascade, bl
                for f in found if f.blocks)
     assert not any(f.blocks for f in preflight.config_placement_findings(config, {"VLLM_PLE_DISK_OFFLOAD": ""}))
     assert preflight.config_placement_findings(None, {}) == []
+    if any(f in CONFIG_DEFAULTS for f in functions):  # a member: apply is the change, or the variable
+        member = dataclasses.replace(config, member=True, state="unpinned")
+        (b,) = [f for f in preflight.config_placement_findings(member, {}) if f.blocks]
+        assert b.change.startswith(f"ple4patch apply --allow-unknown {tmp_path} (patches") and "VLLM_PLE_CPU_OFFLOAD=0" in b.change
+        pinned = dataclasses.replace(member, state="pristine")
+        (b,) = [f for f in preflight.config_placement_findings(pinned, {}) if f.blocks]
+        assert b.change.startswith(f"ple4patch apply {tmp_path} (patches")
+        (line,) = preflight.config_placement_findings(dataclasses.replace(member, state="patched"), {})
+        assert not line.blocks and "is patched" in line.message
 
 
 def test_serve_args_keep_the_model_when_a_config_file_is_given(tmp_path, monkeypatch):

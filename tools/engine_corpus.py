@@ -5,8 +5,8 @@ public engine code and are not committed: they live in git-ignored folders besid
 machine that has them, and every test that reads one skips when it is absent.
 
 `indexed(name)` lists every INDEX.md row for one file name (``ple_layer.py``,
-``runtime_defaults.py``: the files ple4patch patches; ``vllm.py``: the engine's
-``vllm/config/vllm.py``, which it only reads, so its rows are never pinned; `ENGINE_PATHS` maps
+``runtime_defaults.py``, ``vllm.py``: the files ple4patch patches, the last the engine's
+``vllm/config/vllm.py``, of which ple4patch ships no pin, so its rows are never pinned; `ENGINE_PATHS` maps
 the names to their places in the engine); `corpus_files(name)` only those whose bytes are
 present; `check(row)` raises when the bytes differ from INDEX.md (sha256, size), and for a
 ``vllm.py`` when ple4patch's detector (`policy_file.config_placement`) finds no PLE placement
@@ -67,8 +67,11 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
         label, file, repo, commit, date, size, sha, pin, shape = cells
         if not (pin in ("main", "no") or re.fullmatch(r"release \S+", pin)):
             raise ValueError(f"INDEX.md row {label}: pin must be main, no or 'release <version>', not {pin!r}")
-        if file in ("vllm.py", "argparse_utils.py") and pin != "no":
-            raise ValueError(f"INDEX.md row {label}: {CONFIG_REL} is never patched, so its pin must be no")
+        if file == "argparse_utils.py" and pin != "no":
+            raise ValueError(f"INDEX.md row {label}: {file} is never patched, so its pin must be no")
+        if file == "vllm.py" and pin != "no":  # tools/pin_manifest.py ships no pin of CONFIG_REL
+            raise ValueError(f"INDEX.md row {label}: ple4patch ships no pin of {CONFIG_REL} (the module changes "
+                             "with almost every commit; a fork's file is test data only), so its pin must be no")
         rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, base / label / file))
     return rows
 

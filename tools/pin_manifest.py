@@ -21,6 +21,14 @@ The engine's start-up policy file (`vllm/platforms/runtime_defaults.py`, the sec
 set) is pinned the same way by `ple4patch.transform.patch_policy_source`: the real ones stored in
 tests/data/engines (`POLICY_FILES`) into `ple4patch/patches/runtime_defaults.json`, the stand-in
 engine's into the test manifest `tests/fixtures/standin_policy_manifest.json`.
+
+The VllmConfig module (`vllm/config/vllm.py`, the third file of a set in releases before the
+policy file) is patched by `ple4patch.transform.patch_config_source`. ple4patch ships no pin of
+it: the module changes with almost every commit, and the only real one stored
+(tests/data/engines, a fork's) is test data, never a plausible install (INDEX.md's pin rule), so
+`ple4patch/patches/vllm_config.json` holds no pins (such a set is applied with
+`--allow-unknown`). The stand-in of tests/fixtures/config_era is pinned into the test manifest
+`tests/fixtures/standin_config_manifest.json`.
 """
 
 from __future__ import annotations
@@ -208,6 +216,37 @@ def pin_standin_policy(existing: m.Manifest) -> m.Manifest | None:
     return m.Manifest({pin.pristine_sha256: pin})
 
 
+CONFIG_SHIPPED = SHIPPED_MANIFESTS_DIR / "vllm_config.json"
+CONFIG_TEST_MANIFEST = REPO / "tests" / "fixtures" / "standin_config_manifest.json"
+CONFIG_STANDIN = REPO / "tests" / "fixtures" / "config_era" / "vllm" / "config" / "vllm.py"
+
+
+def make_config_pin(source: bytes, name: str, label: str, old: m.Pin | None, note: str) -> m.Pin:
+    from ple4patch.paths import CONFIG_REL
+    from ple4patch.transform import patch_config_source
+
+    try:
+        out = check_output(patch_config_source(source.decode("utf-8")), name)
+    except Ple4Error as err:
+        raise SystemExit(f"{name}: {err}") from None
+    older = dict(old.older) if old else {}
+    if old is not None and old.patch_id != PATCH_ID:
+        older[old.patch_id] = old.patched_sha256
+    older.pop(PATCH_ID, None)
+    return m.Pin(pristine_sha256=sha256_hex(source), patched_sha256=sha256_hex(out), patch_id=PATCH_ID,
+                 label=label, engine_versions="", size=len(source), older=older, note=note, target=CONFIG_REL)
+
+
+def pin_standin_config(existing: m.Manifest) -> m.Manifest | None:
+    if not CONFIG_STANDIN.is_file():
+        return None
+    data = CONFIG_STANDIN.read_bytes()
+    pin = make_config_pin(data, str(CONFIG_STANDIN), "stand-in engine VllmConfig module (TEST ONLY)",
+                          existing.by_pristine(sha256_hex(data)),
+                          note="tests/fixtures/config_era: vllm/config/vllm.py shaped like ChainZeaxion/1Cat-vLLM ebeb346a's")
+    return m.Manifest({pin.pristine_sha256: pin})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if out of date")
@@ -229,12 +268,21 @@ def main(argv: list[str] | None = None) -> int:
     notes += more
     policy_test_old = load_existing(POLICY_TEST_MANIFEST)
     policy_test_new = pin_standin_policy(policy_test_old)
-    for path, old, new in ((SHIPPED, shipped_old, shipped_new), (TEST_MANIFEST, test_old, test_new),
-                           (POLICY_SHIPPED, policy_old, policy_new),
-                           (POLICY_TEST_MANIFEST, policy_test_old, policy_test_new)):
+    config_old = load_existing(CONFIG_SHIPPED)
+    config_new = m.Manifest()  # no pins shipped (see the docstring)
+    config_test_old = load_existing(CONFIG_TEST_MANIFEST)
+    config_test_new = pin_standin_config(config_test_old)
+    from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
+
+    for path, old, new, target in ((SHIPPED, shipped_old, shipped_new, TARGET_REL),
+                                   (TEST_MANIFEST, test_old, test_new, TARGET_REL),
+                                   (POLICY_SHIPPED, policy_old, policy_new, POLICY_REL),
+                                   (POLICY_TEST_MANIFEST, policy_test_old, policy_test_new, POLICY_REL),
+                                   (CONFIG_SHIPPED, config_old, config_new, CONFIG_REL),
+                                   (CONFIG_TEST_MANIFEST, config_test_old, config_test_new, CONFIG_REL)):
         if new is None:
             continue
-        text = new.dumps()
+        text = new.dumps(target)
         current = path.read_text(encoding="utf-8") if path.is_file() else ""
         if text == current:
             print(f"up to date: {path.relative_to(REPO)}")

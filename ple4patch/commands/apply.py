@@ -4,9 +4,10 @@ The flow, top-down: find the engine -> assess every file of the set under the ve
 plan each file that is not patched yet (transform in memory, output checked; any refusal stops
 here, nothing written) -> write (`write.write_set`: every backup, the journal, the replaces)
 -> report. Nothing reaches disk before every output is known good; a dry run takes no lock
-and writes nothing. The set is the PLE layer, plus the start-up policy file where the release
-has one (`fileset.members`). A release that places the PLE table from ``vllm/config/vllm.py``
-(never patched) gets one note saying what `vllm serve` needs (`SetAssessment.placement_notes`).
+and writes nothing. The set is the PLE layer, plus the file from which the release places the
+PLE table by itself: the start-up policy file, or before it ``vllm/config/vllm.py``
+(`fileset.members`). A ``vllm/config/vllm.py`` outside the set (a cascade alone, or a file that
+cannot be read) gets one note saying what `vllm serve` needs (`SetAssessment.placement_notes`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile
 from ..fileset import SetAssessment, assess_set
 from ..manifest import Manifest
-from ..paths import POLICY_REL, rel_of
+from ..paths import CONFIG_REL, POLICY_REL, rel_of
 from ..plan import PatchSource, Plan
 from ..result import Result
 from ..sentinel import PATCH_ID
@@ -35,15 +36,16 @@ def run(
     manifest: Manifest | None = None,
     patch_source: PatchSource | None = None,
     policy_patch_source: PatchSource | None = None,
+    config_patch_source: PatchSource | None = None,
     lock_timeout: float | None = None,
 ) -> Result:
     engine = find_target(venv, command="apply")
     base = manifest if manifest is not None else manifest_mod.load()
 
     def transform_for(a: Assessment) -> PatchSource:  # resolved lazily: a patched set needs no libcst
-        if rel_of(a.target) == POLICY_REL:
-            return policy_patch_source or planning.default_policy_patch_source()
-        return patch_source or planning.default_patch_source()
+        rel = rel_of(a.target)
+        given = {POLICY_REL: policy_patch_source, CONFIG_REL: config_patch_source}.get(rel, patch_source)
+        return given or planning.default_patch_source_for(rel)
 
     def make_plans(s: SetAssessment, full: Manifest) -> list[tuple[Assessment, Plan]]:
         return [

@@ -17,7 +17,7 @@ from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, ModifiedFile, NotWritable
 from ..fileset import SetAssessment, assess_set, remove_journal
 from ..manifest import Manifest
-from ..paths import POLICY_REL, rel_of, set_aside_backups
+from ..paths import rel_of, set_aside_backups
 from ..plan import is_patched_output_of
 from ..result import Result
 from ..state import Assessment, BackupState, State
@@ -93,7 +93,7 @@ def _restorable(a: Assessment, notes: list[str]) -> bool:
         and a.current_bytes is not None
         and a.backup_sha256 is not None
         and is_patched_output_of(readfile.read_regular(a.backup_path, follow=False), a.current_bytes,
-                                 policy=rel_of(a.target) == POLICY_REL)
+                                 rel_of(a.target))
     ):
         notes.append(f"no pin links the files; the transform confirmed {a.target} is the backup's patched output")
         return True

@@ -1,6 +1,8 @@
 """libcst transforms that patch the engine's ``ple_layer.py`` (one transformer per change).
 
-``patch_source(source) -> str`` is the whole patch: pure, deterministic, all or nothing. Each
+``patch_source(source) -> str`` is the whole patch: pure, deterministic, all or nothing (and
+``patch_policy_source``, ``patch_config_source`` the same for the other files a set may hold:
+``vllm/platforms/runtime_defaults.py``, ``vllm/config/vllm.py``). Each
 transformer (a libcst codemod) asserts that its anchor matched exactly once and otherwise raises
 ``ple4patch.errors.TransformError(anchor, detail)``. libcst is imported only when a patch is
 actually made, so ``status`` never pays for it.
@@ -27,3 +29,13 @@ def patch_policy_source(source: str) -> str:
 
 
 __all__ += ["patch_policy_source"]
+
+
+def patch_config_source(source: str) -> str:
+    """The patched text of the engine's ``vllm/config/vllm.py`` (see ``config``)."""
+    from .config import patch_config_source as _patch_config_source
+
+    return _patch_config_source(source)
+
+
+__all__ += ["patch_config_source"]

@@ -66,16 +66,20 @@ class InjectPolicyBlock(CodemodCommand):
     """Insert ``ple4patch.kernels.nvfp4_policy`` before ``def apply_runtime_policy_defaults``.
 
     The module has no imports (it is injected verbatim); none of its top-level names may exist
-    in the target already.
+    in the target already. A file of another shape names its anchor in `anchor` (a subclass).
     """
 
     DESCRIPTION = "Inject the NVFP4 PLE placement rules."
+
+    def anchor(self, tree: cst.Module) -> tuple[int, cst.FunctionDef]:
+        """The top-level function the block goes just before."""
+        return _top_function(tree, ENTRY_FUNCTION)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         injected = split_injected(POLICY_MODULE, _policy_text())
         if injected.imports:
             raise TransformError(f"injected module {INJECTED_PACKAGE}.{POLICY_MODULE}", "must not import at module level")
-        index, fn = _top_function(tree, ENTRY_FUNCTION)
+        index, fn = self.anchor(tree)
         clashes = sorted(set(injected.defines) & module_level_names(tree))
         if clashes:
             raise TransformError("injected names", f"the target already defines {', '.join(clashes[:5])}; it is patched or foreign")
@@ -124,14 +128,25 @@ def _calls_directly(node: cst.If, name: str) -> bool:
 
 
 class _GuardIf(cst.CSTTransformer):
-    def __init__(self, callee: str, guard: str) -> None:
+    """Every ``if`` whose own body calls one of `callees` gets ``not guard(self) and (...)``
+    (once, whichever it calls); `counts` says how many such ``if`` statements call each callee."""
+
+    def __init__(self, callees: str | tuple[str, ...], guard: str) -> None:
         super().__init__()
-        self.callee, self.guard, self.count = callee, guard, 0
+        self.callees = (callees,) if isinstance(callees, str) else tuple(callees)
+        self.guard = guard
+        self.counts = dict.fromkeys(self.callees, 0)
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
 
     def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
-        if not _calls_directly(original, self.callee):
+        called = [c for c in self.callees if _calls_directly(original, c)]
+        if not called:
             return updated
-        self.count += 1
+        for c in called:
+            self.counts[c] += 1
         test = updated.test
         if not test.lpar:
             test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -187,8 +202,9 @@ def policy_transforms(tree: cst.Module) -> tuple[type[CodemodCommand], ...]:
     return tuple(out)
 
 
-def patch_policy_source(source: str) -> str:
-    """The patched text of ``runtime_defaults.py``, or a TransformError; never partial."""
+def parse_unpatched(source: str) -> cst.Module:
+    """The front checks of a placement file's patch: text ple4patch may patch (no lone CR), not
+    patched already (no sentinel, no injected block), and Python that parses."""
     refuse_lone_cr(source)
     patch_id = find_patch_id(source)
     if patch_id is not None:
@@ -199,14 +215,26 @@ def patch_policy_source(source: str) -> str:
         tree = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         raise TransformError("module", f"does not parse as Python: {str(exc).splitlines()[0]}") from None
+    return tree
+
+
+def run_transforms(tree: cst.Module, transforms, filename: str) -> str:
+    """Every transform in order, then the checks on the output: the sentinel line exactly once,
+    and the text compiles."""
     context = CodemodContext()
-    for transform in policy_transforms(tree):
+    for transform in transforms:
         tree = transform(context).transform_module_impl(tree)
     out = tree.code
     if len(re.findall(r"^" + re.escape(sentinel_line()) + r"\s*$", out, flags=re.MULTILINE)) != 1:
         raise TransformError("sentinel", "the patched text does not carry the sentinel line exactly once")
     try:
-        compile(out, "runtime_defaults.py", "exec", dont_inherit=True)
+        compile(out, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise TransformError("output", f"the patched text does not compile: {exc}") from None
     return out
+
+
+def patch_policy_source(source: str) -> str:
+    """The patched text of ``runtime_defaults.py``, or a TransformError; never partial."""
+    tree = parse_unpatched(source)
+    return run_transforms(tree, policy_transforms(tree), "runtime_defaults.py")

@@ -356,8 +356,9 @@ def test_typed_placement_is_refused_with_no_variable_set(engine, monkeypatch, fi
     (["/home/me/script.py", "--kernel-config", '{"ple_disk_cascade": true}'], False),
 ])
 def test_the_cascade_forced_on_in_the_command_line_is_refused_in_the_worker(engine, monkeypatch, argv, refused):
-    """A release without the start-up policy file (its placement in vllm/config/vllm.py, which
-    ple4patch does not patch) reaches the GPU worker with the user's --kernel-config; the worker
+    """A release without the start-up policy file (its placement in vllm/config/vllm.py, where that
+    module is not patched: a cascade alone is no member of the set) reaches the GPU worker with
+    the user's --kernel-config; the worker
     inherits the command line (multiprocessing's spawn sets sys.argv from the parent's), and the
     patched layer refuses it in the policy's own words."""
     monkeypatch.setattr("sys.argv", argv)

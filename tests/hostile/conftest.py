@@ -4,8 +4,8 @@
   transform's file), in a directory that another user can enter (`/tmp/ple4-hostile-*`,
   mode 0755), so a test can run ple4patch as that user (`as_user`).
 - `hman`: the manifest file pinning PRISTINE_A/B under the fake transform.
-- `cli_in`: the real CLI entry point in this process, with the fake transform (for the layer
-  and the start-up policy file), a time bound (SIGALRM: a hang fails the test instead of
+- `cli_in`: the real CLI entry point in this process, with the fake transform (for the layer,
+  the start-up policy file and vllm/config/vllm.py), a time bound (SIGALRM: a hang fails the test instead of
   stalling the run), and the venv's exit code, stdout and stderr.
 - `as_user(uid, *args)`: the real CLI with the fake transform in a child that runs as `uid`
   (`setpriv`), for ownership and permission cases that root cannot see.
@@ -67,6 +67,7 @@ def cli_in(monkeypatch, capsys, hman):
     def run(*args, manifests=None, env=None):
         monkeypatch.setattr(plan, "default_patch_source", lambda: fake_patch)
         monkeypatch.setattr(plan, "default_policy_patch_source", lambda: fake_patch)
+        monkeypatch.setattr(plan, "default_config_patch_source", lambda: fake_patch)
         mans = [hman] if manifests is None else manifests
         if mans:
             monkeypatch.setenv("PLE4PATCH_EXTRA_MANIFESTS", os.pathsep.join(map(str, mans)))

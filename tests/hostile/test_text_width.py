@@ -16,10 +16,10 @@ import shutil
 import pytest
 
 import kit
-from hmatrix import CASE_IDS, CASES, POLICY_A, build, long_venv_path, write_manifests
+from hmatrix import CASE_IDS, CASES, SET_FILES, build, long_venv_path, set_wheel, write_manifests
 from kit.fakepatch import PRISTINE_A
 from ple4patch.columns import CONTINUATION, WIDTH
-from ple4patch.paths import POLICY_REL, TARGET_REL
+from ple4patch.paths import TARGET_REL
 
 ckpt_factory = pytest.importorskip("ckpt_factory")
 
@@ -50,8 +50,19 @@ def ckpt(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def set_tpl(wheelhouse, tmp_path_factory):
-    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set",
-                        wheelhouse.engine_set(PRISTINE_A, POLICY_A, version="1.5.2"))
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set", set_wheel(wheelhouse, "set"))
+
+
+@pytest.fixture(scope="session")
+def config_set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-config-set",
+                        set_wheel(wheelhouse, "config-set"))
+
+
+@pytest.fixture
+def tpl_of(htpl, set_tpl, config_set_tpl):
+    """The template venv of a kind of `SET_FILES`."""
+    return {"layer": htpl, "set": set_tpl, "config-set": config_set_tpl}.__getitem__
 
 
 def _run_all(venv, cli_in, man, ckpt, commands=COMMANDS) -> list[str]:
@@ -70,19 +81,20 @@ def _run_all(venv, cli_in, man, ckpt, commands=COMMANDS) -> list[str]:
     return wide
 
 
-@pytest.mark.parametrize("files", ["layer", "set"])
+@pytest.mark.parametrize("files", list(SET_FILES))
 @pytest.mark.parametrize(("state", "backup"), CASES, ids=CASE_IDS)
-def test_every_line_fits_100_columns(files, state, backup, htpl, set_tpl, hroot, cli_in, mans, ckpt):
-    venv = kit.clone(htpl if files == "layer" else set_tpl, long_venv_path(hroot))
+def test_every_line_fits_100_columns(files, state, backup, tpl_of, hroot, cli_in, mans, ckpt):
+    venv = kit.clone(tpl_of(files), long_venv_path(hroot))
     assert len(str(venv)) == 72
     pinned, only_b = mans
-    build(state, backup, venv, (TARGET_REL,) if files == "layer" else (TARGET_REL, POLICY_REL))
+    build(state, backup, venv, SET_FILES[files])
     wide = _run_all(venv, cli_in, only_b if state == "unpinned" else pinned, ckpt)
     assert wide == [], "\n".join(wide)
 
 
-def test_a_mixed_set_fits_100_columns(set_tpl, hroot, cli_in, mans, ckpt):
-    venv = kit.clone(set_tpl, long_venv_path(hroot))
+@pytest.mark.parametrize("files", ["set", "config-set"])
+def test_a_mixed_set_fits_100_columns(files, tpl_of, hroot, cli_in, mans, ckpt):
+    venv = kit.clone(tpl_of(files), long_venv_path(hroot))
     build("patched", "present", venv, (TARGET_REL,))
     assert _run_all(venv, cli_in, mans[0], ckpt) == []
 
@@ -96,10 +108,12 @@ def test_no_engine_and_selftest_fit_100_columns(hroot, cli_in, mans, ckpt):
 
 @pytest.fixture(scope="session")
 def config_tpl(wheelhouse, tmp_path_factory):
-    """The layer and a vllm/config/vllm.py that places the PLE table (the era before the policy
-    file): every command adds its one note on that file."""
+    """The layer and a vllm/config/vllm.py outside the set (its cascade alone, no default: the era
+    before the policy file, Peuqui/1Cat-vLLM 0f580579's form): every command adds its one note on
+    that file."""
+    cascade_only = kit.config_era_bytes().replace(b"def _apply_sm70_qwen38_hybrid_ple_defaults(", b"def _other(")
     return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-config-era",
-                        wheelhouse.engine_config_era(PRISTINE_A, kit.config_era_bytes()))
+                        wheelhouse.engine_config_era(PRISTINE_A, cascade_only))
 
 
 @pytest.mark.parametrize(("state", "backup"), [("pristine", "absent"), ("patched", "present")])
@@ -107,5 +121,5 @@ def test_the_config_era_note_fits_100_columns(state, backup, config_tpl, hroot, 
     venv = kit.clone(config_tpl, long_venv_path(hroot))
     build(state, backup, venv, (TARGET_REL,))
     code, out, _err = cli_in("status", venv, manifests=mans[0])
-    assert code == 0 and "vllm/config/vllm.py" in out, out
+    assert code == 0 and "note:    vllm/config/vllm.py admits the PLE disk cascade by itself" in out, out
     assert _run_all(venv, cli_in, mans[0], ckpt) == []

@@ -18,9 +18,8 @@ import shutil
 import pytest
 
 import kit
-from hmatrix import CASE_IDS, CASES, POLICY_A, build, write_manifests
-from kit.fakepatch import PRISTINE_A
-from ple4patch.paths import POLICY_REL, TARGET_REL, backup_path
+from hmatrix import CASE_IDS, CASES, SET_FILES, build, set_wheel, write_manifests
+from ple4patch.paths import TARGET_REL, backup_path
 
 COMMANDS = (("status",), ("apply",), ("verify",), ("revert",))
 
@@ -32,19 +31,30 @@ def mans(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def set_tpl(wheelhouse, tmp_path_factory):
-    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set",
-                        wheelhouse.engine_set(PRISTINE_A, POLICY_A, version="1.5.2"))
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-set", set_wheel(wheelhouse, "set"))
+
+
+@pytest.fixture(scope="session")
+def config_set_tpl(wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "hostile-config-set",
+                        set_wheel(wheelhouse, "config-set"))
+
+
+@pytest.fixture
+def tpl_of(htpl, set_tpl, config_set_tpl):
+    """The template venv of a kind of `SET_FILES`."""
+    return {"layer": htpl, "set": set_tpl, "config-set": config_set_tpl}.__getitem__
 
 
 def words(text: str) -> str:
     return " ".join(" ".join(kit.logical_lines(text)).split())
 
 
-@pytest.mark.parametrize("files", ["layer", "set"])
+@pytest.mark.parametrize("files", list(SET_FILES))
 @pytest.mark.parametrize(("state", "backup"), CASES, ids=CASE_IDS)
-def test_json_message_is_the_texts_verdict(files, state, backup, htpl, set_tpl, hroot, cli_in, mans):
-    venv = kit.clone(htpl if files == "layer" else set_tpl, hroot / "v")
-    rels = (TARGET_REL,) if files == "layer" else (TARGET_REL, POLICY_REL)
+def test_json_message_is_the_texts_verdict(files, state, backup, tpl_of, hroot, cli_in, mans):
+    venv = kit.clone(tpl_of(files), hroot / "v")
+    rels = SET_FILES[files]
     build(state, backup, venv, rels)
     man = mans[1] if state == "unpinned" else mans[0]
     template = hroot / "state"
@@ -70,7 +80,7 @@ def test_json_message_is_the_texts_verdict(files, state, backup, htpl, set_tpl, 
                 assert rel not in bare, f"{command} --verbose names {rel} without its directory: {line}"
         if command == ("status",):
             assert "sha256:" not in d["message"] and "engine:" not in d["message"], d["message"]
-            assert d["message"].startswith("set:" if files == "set" else "state:"), d["message"]
+            assert d["message"].startswith("state:" if files == "layer" else "set:"), d["message"]
             site = kit.site_packages(venv)
             assert f"target: {site / TARGET_REL} " in words(out), out
             for rel in rels:

@@ -60,7 +60,16 @@ from .cli import (  # noqa: E402
     shell_lines,
 )
 from .schema import schema_errors, validate  # noqa: E402
-from .pins import extra_manifests, fake_manifest_file, standin_manifest, standin_set_manifests  # noqa: E402
+from .pins import (  # noqa: E402
+    SET_KINDS,
+    extra_manifests,
+    fake_manifest_file,
+    set_manifests,
+    standin_config_manifest,
+    standin_config_set_manifests,
+    standin_manifest,
+    standin_set_manifests,
+)
 from .venvs import (  # noqa: E402
     Wheelhouse,
     assert_imports_current_source,

@@ -75,6 +75,48 @@ def standin_set_manifests(base: Path) -> tuple[list[Path], dict[str, m.Pin]]:
     return [layer_path, policy_path], {TARGET_REL: layer_pin, POLICY_REL: policy_pin}
 
 
+def standin_config_manifest(base: Path) -> tuple[Path, m.Pin]:
+    """A manifest file pinning the stand-in ``vllm/config/vllm.py`` (tests/fixtures/config_era)
+    to what the current transform makes of it (once a session, as `standin_manifest`)."""
+    from ple4patch.paths import CONFIG_REL
+    from ple4patch.transform import patch_config_source
+
+    from .venvs import config_era_bytes
+
+    key = str(base) + "#config"
+    if key not in _pins:
+        pin = pin_for(config_era_bytes(), patch_config_source, source="reliability-tests",
+                      label="stand-in engine VllmConfig module (pinned at session start)")
+        pin = m.Pin(**{**pin.__dict__, "target": CONFIG_REL})
+        man = m.Manifest(sources=["reliability-tests"])
+        man.add(pin)
+        path = base / "standin_config_current_transform_manifest.json"
+        path.write_text(man.dumps())
+        _pins[key] = (path, pin)
+    return _pins[key]
+
+
+def standin_config_set_manifests(base: Path) -> tuple[list[Path], dict[str, m.Pin]]:
+    """Manifest files pinning the config-era stand-in's two files (layer and VllmConfig module):
+    ([layer file, config file], {rel: pin}), the set's order."""
+    from ple4patch.paths import CONFIG_REL, TARGET_REL
+
+    layer_path, layer_pin = standin_manifest(base)
+    config_path, config_pin = standin_config_manifest(base)
+    return [layer_path, config_path], {TARGET_REL: layer_pin, CONFIG_REL: config_pin}
+
+
+# The sets the set tests run over: each kind's wheel files and manifests (the set's order).
+SET_KINDS = ("policy", "config")
+
+
+def set_manifests(base: Path, kind: str) -> tuple[list[Path], dict[str, m.Pin]]:
+    """`standin_set_manifests` (kind "policy": layer + runtime_defaults.py) or
+    `standin_config_set_manifests` (kind "config": layer + vllm/config/vllm.py)."""
+    assert kind in SET_KINDS, kind
+    return standin_set_manifests(base) if kind == "policy" else standin_config_set_manifests(base)
+
+
 def extra_manifests() -> list[Path]:
     """The session's stand-in manifest (after `standin_manifest` made it)."""
     assert _pins, "use the `pinned` fixture first"

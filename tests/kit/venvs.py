@@ -49,6 +49,14 @@ class Wheelhouse:
         a ``vllm/config/vllm.py`` that places the PLE table by itself."""
         return self.wheel({TARGET_REL: layer, CONFIG_REL: config}, version=version)
 
+    def engine_set_of(self, kind: str) -> Path:
+        """The stand-in engine of a set kind (`pins.SET_KINDS`): "policy" (`engine_set`) or
+        "config" (`engine_config_era`)."""
+        if kind == "policy":
+            return self.engine_set(standin_bytes(), standin_policy_bytes())
+        assert kind == "config", kind
+        return self.engine_config_era(standin_bytes(), config_era_bytes())
+
     def editable(self, data: bytes, *, version: str = "1.5.1") -> Path:
         key = ("editable", version, sha256_hex(data))
         if key not in self._cache:

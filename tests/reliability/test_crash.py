@@ -184,16 +184,18 @@ def test_partial_temp_of_the_backup_is_never_taken_for_anything(rerun, standin_t
     check_converged(venv, pin, patched=command == "apply")
 
 
-# -- a set of two files (the PLE layer and the start-up policy) ----------------------------------
+# -- a set of two files (the PLE layer and the file that places the table) ------------------------
 #
-# The stand-in engine with its policy file (mirroring 1Cat-vLLM 51c0f972's runtime_defaults.py):
-# apply writes both backups, then the journal, then replaces the layer, then the policy. After a
+# Each kind of set (`kit.SET_KINDS`): the stand-in engine with its policy file (mirroring 1Cat-vLLM
+# 51c0f972's runtime_defaults.py), or with its VllmConfig module (mirroring ChainZeaxion/1Cat-vLLM
+# ebeb346a's vllm/config/vllm.py): apply writes both backups, then the journal, then replaces the
+# layer, then the other file. After a
 # kill at any step each file is whole (its pristine or its patched bytes, never a patched file
 # without its backup), the journal is there exactly while files may disagree, and the next apply
 # (or revert) brings both files to patched (or pristine) and removes the journal.
 
 from ple4patch.fsio import SET_APPLY_FAULT_POINTS, SET_REVERT_FAULT_POINTS  # noqa: E402
-from ple4patch.paths import JOURNAL_NAME, POLICY_REL, TARGET_REL  # noqa: E402
+from ple4patch.paths import CONFIG_REL, JOURNAL_NAME, POLICY_REL, TARGET_REL  # noqa: E402
 
 # point -> (layer patched?, policy patched?, backups present?, journal present?)
 SET_APPLY_LEAVES = {
@@ -221,15 +223,21 @@ def test_set_tables_cover_every_set_fault_point():
     assert set(SET_REVERT_LEAVES) == set(SET_REVERT_FAULT_POINTS)
 
 
-@pytest.fixture(scope="session")
-def set_pins(tmp_path_factory):
-    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+@pytest.fixture(scope="session", params=kit.SET_KINDS)
+def set_kind(request):
+    """Each kind of set: the layer with the start-up policy file, or with vllm/config/vllm.py."""
+    return request.param
 
 
 @pytest.fixture(scope="session")
-def set_tpl(wheelhouse, tmp_path_factory):
-    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "crash-set",
-                        wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+def set_pins(set_kind, tmp_path_factory):
+    return kit.set_manifests(tmp_path_factory.getbasetemp(), set_kind)
+
+
+@pytest.fixture(scope="session")
+def set_tpl(set_kind, wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, f"crash-set-{set_kind}",
+                        wheelhouse.engine_set_of(set_kind))
 
 
 def set_env(set_pins, **extra) -> dict:
@@ -237,22 +245,31 @@ def set_env(set_pins, **extra) -> dict:
 
 
 @pytest.fixture(scope="session")
-def patched_set_tpl(set_tpl, set_pins, tmp_path_factory):
-    venv = kit.clone(set_tpl, tmp_path_factory.mktemp("crash-set") / "patched")
+def patched_set_tpl(set_kind, set_tpl, set_pins, tmp_path_factory):
+    venv = kit.clone(set_tpl, tmp_path_factory.mktemp(f"crash-set-{set_kind}") / "patched")
     proc = kit.run_real("apply", venv, env=set_env(set_pins))
     assert proc.returncode == 0, proc.stderr
     return venv
 
 
-def set_files(venv):
+def set_rels(set_pins) -> list[str]:
+    """The set's files, in its order (the layer first)."""
+    rels = list(set_pins[1])
+    assert rels[0] == TARGET_REL and rels[1] in (POLICY_REL, CONFIG_REL), rels
+    return rels
+
+
+def set_files(venv, set_pins):
     site = kit.site_packages(venv)
-    return site / TARGET_REL, site / POLICY_REL
+    return [site / rel for rel in set_rels(set_pins)]
 
 
 def check_set_after_kill(venv, set_pins, layer_patched, policy_patched, backups, journal):
+    """`layer_patched`: the first file replaced; `policy_patched`: the other one."""
     pins = set_pins[1]
+    rels = set_rels(set_pins)
     site = kit.site_packages(venv)
-    for target, rel, patched in zip(set_files(venv), (TARGET_REL, POLICY_REL), (layer_patched, policy_patched)):
+    for target, rel, patched in zip(set_files(venv, set_pins), rels, (layer_patched, policy_patched)):
         pin = pins[rel]
         assert kit.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256), rel
         assert kit.backup_sha(target) == (pin.pristine_sha256 if backups else None), rel
@@ -260,7 +277,7 @@ def check_set_after_kill(venv, set_pins, layer_patched, policy_patched, backups,
     proc = kit.run_real("status", venv, "--json", env=set_env(set_pins))
     d = kit.json_of(proc)
     assert proc.returncode == 0, d
-    assert [f["path"] for f in d["files"]] == [TARGET_REL, POLICY_REL]
+    assert [f["path"] for f in d["files"]] == rels
     assert [f["state"] for f in d["files"]] == ["patched" if p else "pristine" for p in (layer_patched, policy_patched)]
     expect = "mixed" if layer_patched != policy_patched else ("patched" if layer_patched else "pristine")
     assert d["set"]["state"] == expect
@@ -273,7 +290,7 @@ def check_set_converged(venv, set_pins, patched: bool):
     pins = set_pins[1]
     site = kit.site_packages(venv)
     assert not (site / JOURNAL_NAME).exists()
-    for target, rel in zip(set_files(venv), (TARGET_REL, POLICY_REL)):
+    for target, rel in zip(set_files(venv, set_pins), set_rels(set_pins)):
         assert kit.temps(target) == []
         pin = pins[rel]
         assert kit.sha(target) == (pin.patched_sha256 if patched else pin.pristine_sha256)

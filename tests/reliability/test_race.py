@@ -171,25 +171,33 @@ def test_lock_held_too_long(command, fake_tpl, fake_man, tmp_path):
     assert kit.tree_hash(venv) != before
 
 
-# -- a set of two files (layer and start-up policy), the real CLI and transforms --------------------
+# -- a set of two files (the layer and the file that places the table), the real CLI and transforms --
+#
+# Each kind of set (`kit.SET_KINDS`): the layer with the start-up policy file, or with the
+# VllmConfig module vllm/config/vllm.py.
 
-from ple4patch.paths import JOURNAL_NAME, POLICY_REL, TARGET_REL  # noqa: E402
+from ple4patch.paths import JOURNAL_NAME  # noqa: E402
+
+
+@pytest.fixture(scope="session", params=kit.SET_KINDS)
+def set_kind(request):
+    return request.param
 
 
 @pytest.fixture(scope="session")
-def set_pins(tmp_path_factory):
-    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+def set_pins(set_kind, tmp_path_factory):
+    return kit.set_manifests(tmp_path_factory.getbasetemp(), set_kind)
 
 
 @pytest.fixture(scope="session")
-def set_tpl(wheelhouse, tmp_path_factory):
-    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "race-set",
-                        wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+def set_tpl(set_kind, wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, f"race-set-{set_kind}",
+                        wheelhouse.engine_set_of(set_kind))
 
 
-def set_shas(venv):
+def set_shas(venv, pins):
     site = kit.site_packages(venv)
-    return {rel: (kit.sha(site / rel), kit.backup_sha(site / rel)) for rel in (TARGET_REL, POLICY_REL)}
+    return {rel: (kit.sha(site / rel), kit.backup_sha(site / rel)) for rel in pins}
 
 
 def test_concurrent_applies_of_a_set(set_pins, set_tpl, tmp_path):
@@ -200,7 +208,7 @@ def test_concurrent_applies_of_a_set(set_pins, set_tpl, tmp_path):
     cmd = [kit.PY, "-m", "ple4patch", "apply", str(venv), "--json"]
     datas = [kit.json_of(p) for p in race([cmd] * 3, env, tmp_path)]
     assert sorted(d["changed"] for d in datas) == [False, False, True]
-    assert set_shas(venv) == {rel: (p.patched_sha256, p.pristine_sha256) for rel, p in pins.items()}
+    assert set_shas(venv, pins) == {rel: (p.patched_sha256, p.pristine_sha256) for rel, p in pins.items()}
     assert not (kit.site_packages(venv) / JOURNAL_NAME).exists()
 
 
@@ -216,5 +224,5 @@ def test_apply_racing_revert_of_a_set_is_never_mixed(start_patched, set_pins, se
     assert [p.returncode for p in results] == [0, 0], [p.stderr for p in results]
     patched = {rel: (p.patched_sha256, p.pristine_sha256) for rel, p in pins.items()}
     pristine = {rel: (p.pristine_sha256, None) for rel, p in pins.items()}
-    assert set_shas(venv) in (patched, pristine)
+    assert set_shas(venv, pins) in (patched, pristine)
     assert not (kit.site_packages(venv) / JOURNAL_NAME).exists()

@@ -1,6 +1,7 @@
-"""Bad input around a set of files: a journal that is garbage or in the way, a symlinked policy
-file, an edited policy file. Each gets a clear answer naming what is wrong and what to do, and
-loses nothing (the real CLI, the stand-in engine with its policy file, installed by pip)."""
+"""Bad input around a set of files: a journal that is garbage or in the way, a symlinked member
+(the policy file or vllm/config/vllm.py), an edited one. Each gets a clear answer naming what is
+wrong and what to do, and loses nothing (the real CLI, the stand-in engine with its policy file
+or its VllmConfig module, installed by pip: each kind of set, `kit.SET_KINDS`)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,29 @@ import pytest
 
 import kit
 from ple4patch.errors import EXIT_MODIFIED
-from ple4patch.paths import JOURNAL_NAME, POLICY_REL, TARGET_REL, backup_path
+from ple4patch.paths import JOURNAL_NAME, TARGET_REL, backup_path
+
+
+@pytest.fixture(scope="session", params=kit.SET_KINDS)
+def set_kind(request):
+    return request.param
 
 
 @pytest.fixture(scope="session")
-def set_pins(tmp_path_factory):
-    return kit.standin_set_manifests(tmp_path_factory.getbasetemp())
+def set_pins(set_kind, tmp_path_factory):
+    return kit.set_manifests(tmp_path_factory.getbasetemp(), set_kind)
 
 
 @pytest.fixture(scope="session")
-def set_tpl(wheelhouse, tmp_path_factory):
-    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, "input-set",
-                        wheelhouse.engine_set(kit.standin_bytes(), kit.standin_policy_bytes()))
+def set_tpl(set_kind, wheelhouse, tmp_path_factory):
+    return kit.template(tmp_path_factory.getbasetemp(), wheelhouse, f"input-set-{set_kind}",
+                        wheelhouse.engine_set_of(set_kind))
+
+
+@pytest.fixture
+def member_rel(set_pins):
+    """The set's other file (the policy file or vllm/config/vllm.py)."""
+    return list(set_pins[1])[1]
 
 
 @pytest.fixture
@@ -61,27 +73,27 @@ def test_a_folder_where_the_journal_goes_is_refused_before_writing(venv, set_pin
     assert cli("status", venv, env=env)[0] == 0
 
 
-def test_a_symlinked_policy_file_refuses_the_set(venv, set_pins, tmp_path):
+def test_a_symlinked_member_refuses_the_set(venv, set_pins, member_rel, tmp_path):
     env = kit.env_with(set_pins[0])
-    policy = kit.site_packages(venv) / POLICY_REL
+    policy = kit.site_packages(venv) / member_rel
     real = tmp_path / "elsewhere.py"
     real.write_bytes(policy.read_bytes())
     policy.unlink()
     os.symlink(real, policy)
     before = kit.tree_hash(venv)
     rc, d = cli("apply", venv, env=env)
-    assert rc == EXIT_MODIFIED and "runtime_defaults.py is a symlink" in d["error"]["message"], d
+    assert rc == EXIT_MODIFIED and f"{policy.name} is a symlink" in d["error"]["message"], d
     assert kit.tree_hash(venv) == before and not backup_path(kit.site_packages(venv) / TARGET_REL).exists()
 
 
-def test_a_policy_edited_after_apply_blocks_revert_of_the_set(venv, set_pins):
+def test_a_member_edited_after_apply_blocks_revert_of_the_set(venv, set_pins, member_rel):
     env = kit.env_with(set_pins[0])
     assert cli("apply", venv, env=env)[0] == 0
-    policy = kit.site_packages(venv) / POLICY_REL
+    policy = kit.site_packages(venv) / member_rel
     policy.write_bytes(policy.read_bytes() + b"\n# edited after apply\n")
     before = kit.tree_hash(venv)
     rc, d = cli("revert", venv, env=env)
-    assert rc == EXIT_MODIFIED and "cannot revert" in d["error"]["message"] and "runtime_defaults.py" in d["error"]["message"]
+    assert rc == EXIT_MODIFIED and "cannot revert" in d["error"]["message"] and member_rel in d["error"]["message"]
     assert kit.tree_hash(venv) == before, "the layer was reverted alone"
     rc, d = cli("verify", venv, env=env)
-    assert rc != 0 and "runtime_defaults.py" in d["error"]["message"]
+    assert rc != 0 and member_rel in d["error"]["message"]
