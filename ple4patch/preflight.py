@@ -250,10 +250,17 @@ def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
     return settings
 
 
+# The states of a file the engine reads an FP8 table from as installed: the file as the engine
+# ships it. A `modified` file (edited, patched by an unknown build, not even Python) may read
+# nothing at all, whatever the table.
+READS_FP8_AS_INSTALLED = (State.PRISTINE, State.UNPINNED)
+
+
 def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tuple[list[Finding], list[dict], object]:
     """The patch state of every file of the engine's set, and the set's assessment. With
-    `needs_patch` False (every table is one the engine reads as installed: FP8) a file that is
-    not patched blocks nothing: the patch is for an NVFP4 table."""
+    `needs_patch` False (every table is one the engine reads as installed: FP8) a file as the
+    engine ships it blocks nothing: the patch is for an NVFP4 table. Any file that is neither
+    as shipped nor as ple4patch made it blocks, with reinstalling the engine as the change."""
     eng = engine_mod.find_engine(venv)
     eng.require_target()
     s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
@@ -266,9 +273,13 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
                                     f"`{shell.ple4patch('apply', eng.venv)}` updates it"))
-        elif not needs_patch:
+        elif not needs_patch and a.state in READS_FP8_AS_INSTALLED:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
                                     "(the engine reads it as installed)"))
+        elif not needs_patch:
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not as the engine ships it: ple4patch "
+                                    "cannot tell whether the engine reads an FP8 table with it", blocks=True,
+                                    change=f"reinstall the engine ({engine_mod.reinstall_hint(eng)})"))
         else:
             fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{shell.ple4patch('apply', eng.venv)}`"
                    if a.state is State.MODIFIED else shell.ple4patch('apply', eng.venv))

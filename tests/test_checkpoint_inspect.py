@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import struct
@@ -608,7 +610,8 @@ def fake_engine_venv(root: Path, target_text: str, version: str = "1.5.1") -> Pa
     dist = site / f"1cat_vllm-{version}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: 1cat-vllm\nVersion: {version}\n\n")
-    (dist / "RECORD").write_text(f"vllm/models/qwen4_exp/nvidia/ple_layer.py,,{len(target_text)}\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(target_text.encode()).digest()).rstrip(b"=").decode()
+    (dist / "RECORD").write_text(f"vllm/models/qwen4_exp/nvidia/ple_layer.py,sha256={digest},{len(target_text)}\n")
     (root / "bin").mkdir()
     (root / "pyvenv.cfg").write_text("version = 3.12.0\n")
     return root
@@ -628,12 +631,20 @@ def test_venv_stock_engine_cannot_read_nvfp4(tmp_path: Path, meminfo) -> None:
     assert report.engine["reads"] == ["fp8"] and report.engine["can_read"] is False
     assert report.engine["patch_id"] is None
 
-    report = inspect(nvfp4, meminfo(), venv=patched)
-    assert report.ok and report.engine["can_read"] is True
-    assert report.engine["patch_id"] == PATCH_ID and "nvfp4_rowpacked" in report.engine["reads"]
-
     report = inspect(fp8, meminfo(), venv=stock)
-    assert report.ok and report.engine["version"] == "1.5.1"
+    assert report.ok and report.engine["version"] == "1.5.1" and report.engine["state"] == "unpinned"
+
+    # A sentinel alone is not a file ple4patch made (edited after patching, or its pins are gone):
+    # what it reads is not known, whatever the layout, and the change is to reinstall the engine.
+    for ckpt, then_apply in ((nvfp4, True), (fp8, False)):
+        report = inspect(ckpt, meminfo(), venv=patched)
+        assert report.engine["state"] == "modified" and report.engine["patch_id"] == PATCH_ID
+        assert (report.engine["reads"], report.engine["can_read"]) == ([], False)
+        (p,) = report.problems
+        assert p.code == "engine" and "reinstall the engine" in p.message and "--force-reinstall" in p.message
+        assert (f"then `ple4patch apply {patched}`" in p.message) is then_apply
+        text = ckpt_report.render_text(report)
+        assert "reads: not known" in text and "reads this layout" not in text
 
 
 def test_venv_without_engine(tmp_path: Path, meminfo) -> None:

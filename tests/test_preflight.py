@@ -522,3 +522,29 @@ def test_a_checkpoint_of_another_model_starts_as_before(tmp_path, set_venv, pins
     assert (r.exit_code, pf["will_start"], pf["findings"]) == (EXIT_OK, True, [])
     assert r.message == pf["verdict"] == r.data["verdict"] == (
         "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it")
+
+
+@pytest.mark.parametrize("edit", [b"def broken(:\n", None])
+def test_a_modified_engine_file_blocks_an_fp8_table_too(fp8_ckpt, set_venv, pins_env, meminfo, edit):
+    """The rule "an FP8 table needs no patch" holds for the file as the engine ships it: a
+    `modified` ple_layer.py (not even Python, or a patched file edited by hand) may read nothing,
+    so it blocks with reinstalling the engine as the change (no apply: FP8 needs no patch), and
+    the engine line does not say it reads the layout."""
+    if edit is None:
+        assert commands.apply.run(set_venv).exit_code == 0
+    target = kit.site_packages(set_venv) / TARGET_REL
+    target.write_bytes(edit or target.read_bytes() + b"# edited by hand\n")
+    r = run(fp8_ckpt, set_venv, meminfo, tp=4)
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"]) == (EXIT_CHECKPOINT, False) and r.message.startswith("WILL NOT START")
+    files = [b for b in pf["blockers"] if b["area"] == "files"]
+    assert [b["message"].split(":")[0] for b in files] == [TARGET_REL], pf["blockers"]
+    assert "modified, not as the engine ships it" in files[0]["message"]
+    assert files[0]["change"].startswith("reinstall the engine (") and "--force-reinstall" in files[0]["change"]
+    assert "ple4patch apply" not in files[0]["change"]
+    assert (r.data["engine"]["reads"], r.data["engine"]["can_read"]) == ([], False)
+    assert "reads this layout" not in r.output and "reads: not known" in r.output
+    nvfp4 = run(ckpt_factory.make(fp8_ckpt.parent / f"nv-{bool(edit)}", "nvfp4_rowpacked"), set_venv, meminfo, tp=4)
+    assert nvfp4.exit_code == EXIT_CHECKPOINT and "reads this layout" not in nvfp4.output
+    (b,) = [b for b in nvfp4.data["preflight"]["blockers"] if b["area"] == "files" and TARGET_REL in b["message"]]
+    assert b["change"].startswith("reinstall the engine (") and f"then `ple4patch apply {set_venv}`" in b["change"]

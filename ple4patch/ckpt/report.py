@@ -16,6 +16,7 @@ from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
+from .venv_engine import UNKNOWN_READS
 
 SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
@@ -156,9 +157,11 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
 
 def _engine_line(e: dict[str, Any]) -> str:
     pid = f", patch {e['patch_id']}" if e["patch_id"] else ""
+    head = f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
+    if not e["reads"]:
+        return f"{head}reads: not known ({UNKNOWN_READS})"
     can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
-    return (f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
-            f"reads {', '.join(e['reads'])}: {can}")
+    return f"{head}reads {', '.join(e['reads'])}: {can}"
 
 
 def _scan_line(s: ScanResult) -> str:
