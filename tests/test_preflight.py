@@ -548,3 +548,107 @@ def test_a_modified_engine_file_blocks_an_fp8_table_too(fp8_ckpt, set_venv, pins
     assert nvfp4.exit_code == EXIT_CHECKPOINT and "reads this layout" not in nvfp4.output
     (b,) = [b for b in nvfp4.data["preflight"]["blockers"] if b["area"] == "files" and TARGET_REL in b["message"]]
     assert b["change"].startswith("reinstall the engine (") and f"then `ple4patch apply {set_venv}`" in b["change"]
+
+
+# -- --serve-args read as the engine's argparse parser reads them ------------------------------------
+# argparse (Python 3.11-3.13, allow_abbrev on, as vLLM's FlexibleArgumentParser keeps it): `-tp=4`
+# and `-q=gguf` split at `=`, a one-letter option takes the rest of its word (`-qgguf`), `-tp4` is
+# an unrecognized argument (`-tp` is three characters, and the engine defines no `-t`:
+# vllm/engine/arg_utils.py at 1CatAI/1Cat-vLLM ae13773a0), and `--quant` abbreviates --quantization.
+
+@pytest.mark.parametrize("serve_args, tp, settings", [
+    ("m -tp=4", 4, {}),
+    ("m --tensor-parallel-size=4", 4, {}),
+    ("m --tensor_parallel_size 4", 4, {}),
+    ("m -q=gguf", None, {"--quantization": "gguf"}),
+    ("m -qgguf", None, {"--quantization": "gguf"}),
+    ("m --quantization=gguf -tp 2", 2, {"--quantization": "gguf"}),
+    ("m --load-format=gguf", None, {"--load-format": "gguf"}),
+    ("m --quantization-config '{}' --model-impl vllm", None, {}),  # longer names, not abbreviations
+])
+def test_serve_args_take_attached_values(serve_args, tp, settings):
+    o = preflight.parse_serve_args(serve_args)
+    assert (o.tensor_parallel_size, o.settings, o.model) == (tp, settings, "m")
+
+
+@pytest.mark.parametrize("serve_args, message", [
+    ("m --quant gguf", "--quant: write --quantization in full; ple4patch does not guess abbreviations"),
+    ("m --quant=gguf", "--quant: write --quantization in full"),
+    ("m --tensor-parallel 4", "--tensor-parallel: write --tensor-parallel-size in full"),
+    ("m --tensor_parallel 4", "--tensor-parallel: write --tensor-parallel-size in full"),
+    ("m --load-f gguf", "--load-f: write --load-format in full"),
+    ("--mod /models/x", "--mod: write --model in full"),
+    ("m --conf serve.yaml", "--conf: write --config in full"),
+    ("m -t 4", "-t: write -tp (or --tensor-parallel-size) in full"),
+    ("m -tp4", "-tp4: vllm serve refuses it (argparse attaches a value only to a one-letter option): "
+               "write -tp 4 or -tp=4"),
+])
+def test_serve_args_abbreviations_of_what_the_preflight_reads_are_usage_errors(serve_args, message):
+    with pytest.raises(UsageError) as err:
+        preflight.parse_serve_args(serve_args)
+    assert str(err.value).startswith(f"--serve-args: {message}"), str(err.value)
+
+
+def test_an_abbreviation_in_a_config_file_is_named_with_the_file(tmp_path, monkeypatch):
+    pytest.importorskip("yaml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "serve.yaml").write_text("tensor-parallel: 4\n")
+    with pytest.raises(UsageError, match=r"--tensor-parallel \(in --config serve.yaml\): write --tensor-parallel-size"):
+        preflight.parse_serve_args("m --config serve.yaml")
+
+
+@pytest.mark.parametrize("serve_args", ["-q=gguf", "-qgguf", "--quantization=gguf"])
+def test_an_attached_gguf_quantization_blocks(ckpt, patched_set_venv, meminfo, serve_args):
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=f"vllm serve {ckpt} {serve_args} -tp=4")
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "environment" and "--quantization=gguf" in b["message"], b
+    assert r.exit_code == EXIT_CHECKPOINT and r.data["memory"]["tp"] == 4
+
+
+# -- launch prefixes ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("serve_args, model, tp, environ", [
+    # the module behind the `vllm` console script: its first word is the subcommand
+    ("python -m vllm.entrypoints.cli.main serve /ckpt -tp 2", "/ckpt", 2, {}),
+    ("/opt/venv/bin/python3.12 -m vllm.entrypoints.cli.main serve /ckpt", "/ckpt", None, {}),
+    ("/usr/bin/env vllm serve /ckpt -tp 4", "/ckpt", 4, {}),
+    ("env VLLM_PLE_CPU_OFFLOAD=1 A=b /opt/venv/bin/vllm serve /ckpt", "/ckpt", None,
+     {"VLLM_PLE_CPU_OFFLOAD": "1", "A": "b"}),
+    ("VLLM_QWEN4EXP_PLE_HOST_GIB=2 vllm serve /ckpt", "/ckpt", None, {"VLLM_QWEN4EXP_PLE_HOST_GIB": "2"}),
+    ("env X=1 env Y=2 python -m vllm.entrypoints.openai.api_server --model /ckpt", "/ckpt", None,
+     {"X": "1", "Y": "2"}),
+])
+def test_serve_args_launch_prefixes(serve_args, model, tp, environ):
+    o = preflight.parse_serve_args(serve_args)
+    assert (o.model, o.tensor_parallel_size, o.environ) == (model, tp, environ)
+
+
+@pytest.mark.parametrize("serve_args, match", [
+    ("python -m vllm.entrypoints.cli.main chat", "`vllm chat` does not start the server"),
+    ("python -m vllm.entrypoints.cli.main", "`vllm` does not start the server"),
+    ("env -i vllm serve /ckpt", "`env -i`: ple4patch reads only NAME=VALUE words after env; set the variables "
+                                "in the environment ple4patch runs in instead"),
+    ("vllm serve /a /b", "vllm serve takes one model, and this names two \\(/a and /b\\)"),
+    ("/b -tp 2", None),
+])
+def test_serve_args_launch_forms_vllm_would_refuse(serve_args, match):
+    if match is None:
+        assert preflight.parse_serve_args(serve_args).model == "/b"
+        return
+    with pytest.raises(UsageError, match=match):
+        preflight.parse_serve_args(serve_args)
+
+
+def test_the_cli_main_module_compares_its_model_and_env_settings_count(ckpt, tmp_path, patched_set_venv, meminfo):
+    other = tmp_path / "another-model"
+    other.mkdir()
+    with pytest.raises(UsageError, match=f"names the model {other}, but CHECKPOINT_DIR is"):
+        run(ckpt, patched_set_venv, meminfo, serve_args=f"python -m vllm.entrypoints.cli.main serve {other}")
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=f"env VLLM_PLE_CPU_OFFLOAD=1 vllm serve {ckpt}")
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "environment" and "VLLM_PLE_CPU_OFFLOAD=1" in b["message"]
+    assert r.data["preflight"]["settings"] == {"VLLM_PLE_CPU_OFFLOAD": "1"}
+    # the command line's variable wins over this process's environment, as env makes it
+    r = run(ckpt, patched_set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"},
+            serve_args=f"VLLM_PLE_CPU_OFFLOAD=0 vllm serve {ckpt}")
+    assert r.exit_code == EXIT_OK, blockers(r)
