@@ -46,6 +46,7 @@ from . import shell, write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.layout import STOCK_ENGINE_READS
 from .ckpt.memory import gib
+from .ckpt.remedy import USE_A_READABLE_CHECKPOINT, change_of
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
@@ -524,8 +525,10 @@ def run(
     for p in report.problems:
         if p.code not in ("engine", "memory"):
             findings.append(Finding("checkpoint", p.line() if hasattr(p, "line") else p.message, blocks=True,
-                                    change=p.expected))
+                                    change=change_of(p)))
     blockers = [f for f in findings if f.blocks]
+    # A table no engine reads (BF16): no patch makes it readable, so its change comes first.
+    blockers.sort(key=lambda f: f.change != USE_A_READABLE_CHECKPOINT)
     if blockers:
         n = len(blockers)
         verdict = f"WILL NOT START: {n} thing{'s' if n != 1 else ''} to change (marked ! above)"

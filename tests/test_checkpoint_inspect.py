@@ -753,3 +753,33 @@ def test_scan_progress_bar_on_a_terminal(tmp_path: Path, meminfo, monkeypatch) -
     monkeypatch.setattr(sys, "stderr", Terminal())
     inspect(cf.make(tmp_path / "d"), meminfo(), scan=True, progress=False)
     assert sys.stderr.getvalue() == ""
+
+
+# -- what to do about each problem (the preflight's change:) ------------------------------------------
+
+def test_each_problem_kind_names_an_action() -> None:
+    from ple4patch.ckpt.problem import Problem
+    from ple4patch.ckpt.remedy import change_of
+
+    t = f"{PRE}.shard_3.weight"
+    cases = [
+        (Problem("missing_shard", "missing: shard 3", t, "U8 [18, 18]"),
+         "re-download the checkpoint file that should hold ngram_embedding.shard_3.weight (expected U8 [18, 18])"),
+        (Problem("dtype", "is BF16 [18, 32]", t, "U8 [18, 18]", "model-00002-of-00003.safetensors"),
+         "re-download model-00002-of-00003.safetensors, or export the table again: ngram_embedding.shard_3.weight "
+         "should be U8 [18, 18]"),
+        (Problem("missing_file", "listed in the index but not on disk", file="model-00001-of-00003.safetensors"),
+         "re-download model-00001-of-00003.safetensors"),
+        (Problem("index", "cannot read weight_map", file="model.safetensors.index.json"),
+         "re-download model.safetensors.index.json"),
+        (Problem("config", "ple_embedding_dtype is set at the top level, but the engine reads text_config: "
+                 "move it into text_config", file="config.json"), "config.json: move it into text_config"),
+        (Problem("config", "lacks text_config.ngram_size, which the PLE layer reads", file="config.json",
+                 expected="the value from the model's published config"),
+         "take config.json from the model's published checkpoint (lacks text_config.ngram_size, which the PLE "
+         "layer reads)"),
+        (Problem("layout", "the table's shard weights are BF16", t, "U8 ..."), "use the model's NVFP4 or FP8 checkpoint"),
+    ]
+    for problem, change in cases:
+        assert change_of(problem) == change
+        assert problem.expected is None or change_of(problem) != problem.expected

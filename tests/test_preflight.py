@@ -652,3 +652,38 @@ def test_the_cli_main_module_compares_its_model_and_env_settings_count(ckpt, tmp
     r = run(ckpt, patched_set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"},
             serve_args=f"VLLM_PLE_CPU_OFFLOAD=0 vllm serve {ckpt}")
     assert r.exit_code == EXIT_OK, blockers(r)
+
+
+# -- what a checkpoint blocker's change names: an action, not the expected shape ---------------------
+
+def test_a_checkpoint_blocker_names_an_action(tmp_path, set_venv, pins_env, meminfo):
+    cfg = ckpt_factory.config(dtype="float8_e4m3fn")
+    tensors = ckpt_factory.table_tensors(cfg, "fp8")
+    (scale,) = [n for n in tensors if n.endswith("ngram_embedding.weight_scale")]
+    del tensors[scale]
+    root = ckpt_factory.write(tmp_path / "fp8-noscale", cfg, dict(tensors, **ckpt_factory.other_tensors()))
+    r = run(root, set_venv, meminfo, tp=4)
+    (b,) = r.data["preflight"]["blockers"]
+    expected = r.data["problems"][0]["expected"]
+    assert b["area"] == "checkpoint" and expected and b["change"] == (
+        f"re-download the checkpoint file that should hold ngram_embedding.weight_scale (expected {expected})")
+    assert f"change: {expected}" not in " ".join(r.output.split()) and "first: " + expected not in r.message
+    text = " ".join(r.output.split())
+    assert "change: re-download the checkpoint file that should hold ngram_embedding.weight_scale" in text
+
+
+def test_a_config_problem_names_the_config_edit(tmp_path, patched_set_venv, meminfo):
+    bad = ckpt_factory.make(tmp_path / "split", "nvfp4_split", dtype=None)
+    r = run(bad, patched_set_venv, meminfo)
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["change"] == 'add `"ple_embedding_dtype": "nvfp4_rowpacked"` to the text_config object of config.json', b
+
+
+def test_a_bf16_table_names_the_checkpoint_to_use_first(tmp_path, set_venv, pins_env, meminfo):
+    """No patch makes a BF16 table readable: the change named first (verdict and JSON) is the
+    checkpoint to use, not `ple4patch apply`."""
+    r = run(ckpt_factory.make(tmp_path / "bf16", "bf16"), set_venv, meminfo, tp=4)
+    blockers_ = r.data["preflight"]["blockers"]
+    assert blockers_[0]["area"] == "checkpoint" and blockers_[0]["change"] == "use the model's NVFP4 or FP8 checkpoint"
+    assert r.message.endswith("; first: use the model's NVFP4 or FP8 checkpoint"), r.message
+    assert any("ple4patch apply" in (b["change"] or "") for b in blockers_[1:])
