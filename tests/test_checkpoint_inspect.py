@@ -783,3 +783,20 @@ def test_each_problem_kind_names_an_action() -> None:
     for problem, change in cases:
         assert change_of(problem) == change
         assert problem.expected is None or change_of(problem) != problem.expected
+
+
+def test_a_table_beside_a_config_without_ple_keys_reports_the_keys_not_default_shards(tmp_path: Path, meminfo) -> None:
+    """A PLE table with another model's config.json: the missing keys are the problems; the shards
+    are not judged against the default split_ngram_parts (512), which such a config does not speak
+    of. A PLE config that only leaves split_ngram_parts out gets the engine's default, and its
+    missing shards are real."""
+    tensors = dict(cf.table_tensors(cf.config(), "nvfp4_rowpacked"), **cf.other_tensors())
+    half = cf.write(tmp_path / "half", {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, tensors)
+    report = inspect(half, meminfo())
+    assert {p.code for p in report.problems} == {"config", "config_dtype"}, codes(report)
+    assert report.problems[0].message.startswith("lacks ple_layer_ids")
+    cfg = cf.config()
+    del cfg["text_config"]["split_ngram_parts"]
+    report = inspect(cf.write(tmp_path / "no-parts", cfg, tensors), meminfo())
+    assert report.ckpt.config.split_ngram_parts == ple_layout.DEFAULT_SPLIT_NGRAM_PARTS
+    assert "missing_shard" in {p.code for p in report.problems}, codes(report)

@@ -76,6 +76,11 @@ class Table:
         return None if d is None or (self.nvfp4 and d % BLOCK) else d
 
     def shard_rows(self, index: int) -> int:
+        """The rows shard `index` holds; without a known split_ngram_parts
+        (``PleConfig.parts_known``) a present shard's own height, which nothing contradicts."""
+        w = self.weights.get(index)
+        if not self.config.parts_known and w is not None and len(w.shape) == 2:
+            return w.shape[0]
         return shard_rows(self.rows, self.parts, index)
 
     @property
