@@ -45,7 +45,7 @@ from . import manifest as manifest_mod
 from . import shell, write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.layout import STOCK_ENGINE_READS
-from .ckpt.memory import gib
+from .ckpt.memory import UPPER_BOUND_WHY, gib
 from .ckpt.remedy import USE_A_READABLE_CHECKPOINT, change_of
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
@@ -477,9 +477,13 @@ def memory_finding(memory: dict | None) -> Finding | None:
     need, have = memory.get("pinned_bytes_per_host"), memory.get("host_mem_available")
     if need is None:
         return None
-    where = f"{need:,} B ({gib(need)}) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
+    upto = "up to " if memory.get("host_rows_upper_bound") else ""
+    where = f"{upto}{need:,} B ({gib(need)}) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
     if have is None:
         return Finding("memory", f"{where}; MemAvailable unknown (no /proc/meminfo)")
+    if memory.get("fits") is False and upto:  # FP8, VRAM first: the engine may pin much less
+        return Finding("memory", f"{where}, MemAvailable {gib(have)}: does not fit if the GPUs keep none of the "
+                       f"table ({UPPER_BOUND_WHY}); set VLLM_QWEN4EXP_PLE_HOST_GIB to choose the host share")
     if memory.get("fits") is False:
         return Finding("memory", f"{where}, MemAvailable {gib(have)}: does not fit", blocks=True,
                        change="free host memory, run fewer ranks on this host, or set VLLM_QWEN4EXP_PLE_HOST_GIB "

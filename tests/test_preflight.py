@@ -687,3 +687,39 @@ def test_a_bf16_table_names_the_checkpoint_to_use_first(tmp_path, set_venv, pins
     assert blockers_[0]["area"] == "checkpoint" and blockers_[0]["change"] == "use the model's NVFP4 or FP8 checkpoint"
     assert r.message.endswith("; first: use the model's NVFP4 or FP8 checkpoint"), r.message
     assert any("ple4patch apply" in (b["change"] or "") for b in blockers_[1:])
+
+
+def test_an_fp8_table_without_a_budget_is_placed_vram_first(fp8_ckpt, fair_share_venv, meminfo):
+    """1Cat-vLLM's own FP8 loader (036318a0 and 15a8d185 ple_layer.py: `_resolve_host_budget` /
+    `_device_spill_bytes`, auto_ple_host_budget_bytes from torch.cuda.mem_get_info, the fair share
+    only a cap) keeps the rows that fit beside the weights and the KV cache in VRAM: without a
+    budget the host figures are at most these, and a host without room for all of them is a
+    warning with that caveat, not a blocker. With a budget set they are exact again."""
+    # A host whose fair share takes every row, but not the power of two torch pins them in.
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={}, meminfo_path=meminfo(available_kib=3, total_kib=1), tp=4)
+    kit.validate(r.to_json())
+    mem = r.data["memory"]
+    assert mem["host_rows_per_rank"] == mem["rows_per_rank"] and mem["pinned_bytes_per_host"] > 3 * 1024, mem
+    assert (mem["host_rows_upper_bound"], mem["fits"]) == (True, False)
+    assert r.exit_code == EXIT_OK and r.data["preflight"]["blockers"] == [], r.data["preflight"]["blockers"]
+    (finding,) = [f for f in r.data["preflight"]["findings"] if f["area"] == "memory"]
+    assert finding["message"].startswith(f"up to {mem['pinned_bytes_per_host']:,} B") and not finding["blocks"]
+    assert "VRAM first" in finding["message"]
+    text = " ".join(r.output.split())
+    assert f"up to {mem['host_rows_per_rank']:,} of {mem['rows_per_rank']:,} rows per rank in host memory" in text
+    assert any(w["code"] == "memory" and "up to" in w["message"] for w in r.data["warnings"])
+    # a budget the user sets is what the engine pins: exact, and a host without room blocks
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "4"},
+                      meminfo_path=meminfo(available_kib=1), tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False
+    assert [b["area"] for b in r.data["preflight"]["blockers"]] == ["memory"]
+    assert "up to" not in r.data["preflight"]["blockers"][0]["message"]
+    # the hybrid PLE mode sends the whole table to the host (capped): the figures are exact
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={"VLLM_SM70_QWEN38_HYBRID_PLE": "1"}, meminfo_path=meminfo(),
+                      tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False
+
+
+def test_an_nvfp4_table_keeps_its_exact_figures(ckpt, fair_share_venv, meminfo):
+    r = preflight.run(ckpt, fair_share_venv, environ={}, meminfo_path=meminfo(), tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False and "up to" not in r.output
