@@ -795,6 +795,9 @@ def test_a_table_beside_a_config_without_ple_keys_reports_the_keys_not_default_s
     report = inspect(half, meminfo())
     assert {p.code for p in report.problems} == {"config", "config_dtype"}, codes(report)
     assert report.problems[0].message.startswith("lacks ple_layer_ids")
+    (t,) = report.tables
+    held = sum(v.shape[0] for k, v in tensors.items() if ".ngram_embedding.shard_" in k and k.endswith(".weight"))
+    assert (t.shards_missing, t.rows) == ([], held)  # the rows it holds, none estimated for default shards
     cfg = cf.config()
     del cfg["text_config"]["split_ngram_parts"]
     report = inspect(cf.write(tmp_path / "no-parts", cfg, tensors), meminfo())

@@ -160,7 +160,9 @@ def read_table(config: PleConfig, prefix: str, leaves: dict[str, TensorInfo]) ->
     parts = config.split_ngram_parts
     ckpt_rows = sum(w.shape[0] for w in weights.values() if w.shape)
     engine_rows = engine_table_rows(config, layer)
-    absent = [i for i in range(parts) if i not in weights]
+    # Without a known split_ngram_parts (`PleConfig.parts_known`) no shard counts as absent: the
+    # table is what the checkpoint holds.
+    absent = [i for i in range(parts) if i not in weights] if config.parts_known else []
     if engine_rows is not None:
         total, rows_source = engine_rows, "config"
     else:
