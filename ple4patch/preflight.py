@@ -48,7 +48,8 @@ from . import manifest as manifest_mod
 from . import shell, write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.layout import STOCK_ENGINE_READS
-from .ckpt.memory import gib
+from .ckpt.memory import UPPER_BOUND_WHY, gib
+from .ckpt.remedy import USE_A_READABLE_CHECKPOINT, change_of
 from .ckpt.report import TEXT_WIDTH, body_lines
 from .columns import fit_lines
 from .errors import EXIT_CHECKPOINT, EXIT_OK, UsageError
@@ -90,14 +91,61 @@ class ServeOptions:
     tp_option: str | None = None  # how it was given: "--tensor-parallel-size 4", "-tp 4"
     model: str | None = None  # the model: `vllm serve MODEL ...`'s first word, or --model
     model_option: str | None = None
+    environ: dict = field(default_factory=dict)  # NAME=VALUE words before the command (`env NAME=VALUE vllm ...`)
+
+
+# The options the preflight reads, by their full names, and the short forms the engine defines
+# for them (vllm/engine/arg_utils.py, 1CatAI/1Cat-vLLM ae13773a0: `"--quantization", "-q"`,
+# `"--tensor-parallel-size", "-tp"`). The kernel config's own spellings are
+# ``kernels.nvfp4_policy.ple4_policy_is_kernel_config``'s.
+READ_OPTIONS = ("--tensor-parallel-size", "--quantization", "--load-format", "--model", "--config")
+SHORT_OPTIONS = {"-tp": "--tensor-parallel-size", "-q": "--quantization"}
+
+
+def _option(word: str, source: str | None) -> tuple[str | None, str | None]:
+    """(the full name of a read option, its attached value or None) of one word, as argparse
+    reads it: ``--name``, ``--name=VALUE``, ``-tp``, ``-tp=VALUE``, ``-q``, ``-q=VALUE``, ``-qVALUE``
+    (argparse attaches a value with no ``=`` only to a one-letter option). A word that argparse
+    would take as an abbreviation of a read option (vLLM's parser keeps ``allow_abbrev``) is a
+    usage error: ple4patch does not know the engine's whole option list, so it cannot tell which
+    option an abbreviation stands for. (None, None) for any other word."""
+    where = f" (in --config {source})" if source else ""
+    if word.startswith("--"):
+        key, eq, value = word.partition("=")
+        if key in READ_OPTIONS:
+            return key, value if eq else None
+        full = [name for name in READ_OPTIONS if len(key) > 2 and name.startswith(key)]
+        if full and "." not in key:
+            raise UsageError(f"--serve-args: {key}{where}: write {' or '.join(full)} in full; ple4patch does not "
+                             "guess abbreviations")
+        return None, None
+    if not word.startswith("-") or len(word) < 2:
+        return None, None
+    for short, full_name in SHORT_OPTIONS.items():
+        if word == short:
+            return full_name, None
+        if word.startswith(short + "="):
+            return full_name, word[len(short) + 1:]
+        if word.startswith(short):
+            if len(short) == 2:  # -qgguf: a one-letter option takes the rest of the word
+                return full_name, word[2:]
+            raise UsageError(f"--serve-args: {word}{where}: vllm serve refuses it (argparse attaches a value "
+                             f"only to a one-letter option): write {short} {word[len(short):]} or "
+                             f"{short}={word[len(short):]}")
+        if short.startswith(word):
+            raise UsageError(f"--serve-args: {word}{where}: write {short} (or {full_name}) in full; ple4patch "
+                             "does not guess abbreviations")
+    return None, None
 
 
 def parse_serve_args(text: str | None) -> ServeOptions:
     """The options of a `vllm serve` command line that decide where the PLE table goes, read as the
     engine's parser reads them: ``--config FILE.yaml`` stands for the options in that file (the
-    command line wins), ``_`` and ``-`` are the same in a name, and the kernel config is merged
-    by ``kernels.nvfp4_policy.ple4_policy_kernel_config``. A command line the engine's parser
-    would refuse is a usage error naming what to change."""
+    command line wins), ``_`` and ``-`` are the same in a name, values are given as the next
+    word or attached (`_option`), and the kernel config is merged by
+    ``kernels.nvfp4_policy.ple4_policy_kernel_config``. A command line the engine's parser
+    would refuse, or an abbreviation of an option read here, is a usage error naming what to
+    change."""
     out = ServeOptions()
     if not text:
         return out
@@ -105,70 +153,97 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         given = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
-    given = _options_of(given)
+    given, out.environ = _options_of(given)
     _check_config_option(given)
     if given and not given[0].startswith("-"):  # `vllm serve MODEL [options]`: the CLI's model wins
         out.model, out.model_option = given[0], given[0]
+        if len(given) > 1 and not given[1].startswith("-"):
+            raise UsageError(f"--serve-args: vllm serve takes one model, and this names two ({given[0]} and "
+                             f"{given[1]}): vllm serve would refuse {given[1]} as an unrecognized argument; give "
+                             "the one model the server loads")
     try:
         cascade = policy.ple4_policy_cli_cascade(given, read_config=_yaml_words)
-        words = [word for word, _source in policy.ple4_policy_expand_config(given, read_config=_yaml_words)]
+        pairs = policy.ple4_policy_expand_config(given, read_config=_yaml_words)
     except ValueError as exc:
         raise UsageError(f"--serve-args: {exc}") from None
     if cascade is not None:
         out.cascade = cascade[0]
         if out.cascade:
             out.settings[CASCADE_SETTING] = ("explicit-true", policy.ple4_policy_cascade_shown(cascade[1]))
-    words = [policy._ple4_option_name(w) if w.startswith("--") else w for w in words]
-    takes_value = ("--load-format", "--quantization", "-q", "--tensor-parallel-size", "-tp", "--model")
+    pairs = [(policy._ple4_option_name(w) if w.startswith("--") else w, src) for w, src in pairs]
     i = 0
-    while i < len(words):
-        word, value = words[i], None
-        i += 1
-        if word.startswith("--") and "=" in word:
-            word, value = word.split("=", 1)
-        elif word in takes_value or (word.startswith("--") and policy.ple4_policy_is_kernel_config(word.split(".")[0])):
-            if i >= len(words):
-                raise UsageError(f"--serve-args: {word} needs a value")
-            value, i = words[i], i + 1
-        if value is None:
+    while i < len(pairs):
+        (word, source), i = pairs[i], i + 1
+        name, value = _option(word, source)
+        if name is None:
+            if word.startswith("--") and policy.ple4_policy_is_kernel_config(word.split("=")[0].split(".")[0]):
+                if "=" not in word:
+                    if i >= len(pairs):
+                        raise UsageError(f"--serve-args: {word} needs a value")
+                    i += 1  # its value: read by ple4_policy_cli_cascade above
             continue
-        if word == "--model":
+        spelled = next(s for s in (*SHORT_OPTIONS, name) if word.startswith(s))
+        if value is None:
+            if i >= len(pairs):
+                raise UsageError(f"--serve-args: {word} needs a value")
+            value, i = pairs[i][0], i + 1
+        if name == "--model":
             if out.model is None or out.model_option.startswith("--model"):
                 out.model, out.model_option = value, f"--model {value}"
-        elif word == "--load-format":
-            out.settings["--load-format"] = value
-        elif word in ("--quantization", "-q"):
-            out.settings["--quantization"] = value
-        elif word in ("--tensor-parallel-size", "-tp"):
+        elif name in ("--load-format", "--quantization"):
+            out.settings[name] = value
+        elif name == "--tensor-parallel-size":
             try:
                 out.tensor_parallel_size = int(value)
             except ValueError:
-                raise UsageError(f"--serve-args: {word} takes a number, got {value!r}") from None
-            out.tp_option = f"{word} {value}"
+                raise UsageError(f"--serve-args: {spelled} takes a number, got {value!r}") from None
+            out.tp_option = f"{spelled} {value}"
     return out
 
 
-def _options_of(words: list[str]) -> list[str]:
-    """The words after the command that starts the server, when --serve-args begins with one:
-    ``vllm serve`` (the console script, by any path; ``serve`` alone as in the engine's argv
-    after the program name) or ``python -m vllm.entrypoints.openai.api_server`` (any
-    ``vllm.entrypoints`` module), the two forms the patched engine reads its command line from
-    (``kernels.nvfp4_policy._ple4_policy_command_line``). Another ``vllm`` subcommand is a usage error."""
+# `NAME=VALUE` before a command: the shell's (and env's) way to set a variable for it alone.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# The module behind the `vllm` console script (its entry point): its first word is the subcommand.
+CLI_MAIN_MODULE = "vllm.entrypoints.cli.main"
+
+
+def _options_of(words: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The words after the command that starts the server, when --serve-args begins with one,
+    and the variables set for it alone (``NAME=VALUE`` words first, or ``env NAME=VALUE``, by
+    any path): ``vllm serve`` (the console script, by any path; ``serve`` alone as in the
+    engine's argv after the program name), ``python -m vllm.entrypoints.cli.main serve`` (the
+    module behind the console script) or ``python -m vllm.entrypoints.openai.api_server`` (any
+    other ``vllm.entrypoints`` module), the forms the patched engine reads its command line from
+    (``kernels.nvfp4_policy._ple4_policy_command_line``). Another ``vllm`` subcommand, or an
+    option of ``env``, is a usage error."""
+    environ: dict[str, str] = {}
+    while words:
+        if _ASSIGNMENT.match(words[0]):
+            name, _eq, value = words[0].partition("=")
+            environ[name], words = value, words[1:]
+        elif os.path.basename(words[0]) == "env":
+            if len(words) > 1 and words[1].startswith("-"):
+                raise UsageError(f"--serve-args: `env {words[1]}`: ple4patch reads only NAME=VALUE words after env; "
+                                 "set the variables in the environment ple4patch runs in instead")
+            words = words[1:]
+        else:
+            break
     if not words:
-        return words
+        return words, environ
     program = os.path.basename(words[0])
-    if program == "vllm":
-        if len(words) > 1 and words[1] == "serve":
-            return words[2:]
-        sub = f"vllm {words[1]}" if len(words) > 1 else "vllm"
+    python_module = re.fullmatch(r"python[0-9.]*", program) and len(words) > 2 and words[1] == "-m"
+    if program == "vllm" or (python_module and words[2] == CLI_MAIN_MODULE):
+        at = 1 if program == "vllm" else 3
+        if len(words) > at and words[at] == "serve":
+            return words[at + 1:], environ
+        sub = f"vllm {words[at]}" if len(words) > at else "vllm"
         raise UsageError(f"--serve-args: `{sub}` does not start the server: give the command line of "
                          "`vllm serve MODEL ...` (or its options alone)")
     if words[0] == "serve":
-        return words[1:]
-    if (re.fullmatch(r"python[0-9.]*", program) and len(words) > 2 and words[1] == "-m"
-            and words[2].startswith("vllm.entrypoints.")):
-        return words[3:]
-    return words
+        return words[1:], environ
+    if python_module and words[2].startswith("vllm.entrypoints."):
+        return words[3:], environ
+    return words, environ
 
 
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml")  # the engine's load_config_file takes only these
@@ -253,10 +328,17 @@ def explicit_settings(environ: Mapping[str, str], serve: ServeOptions) -> dict:
     return settings
 
 
+# The states of a file the engine reads an FP8 table from as installed: the file as the engine
+# ships it. A `modified` file (edited, patched by an unknown build, not even Python) may read
+# nothing at all, whatever the table.
+READS_FP8_AS_INSTALLED = (State.PRISTINE, State.UNPINNED)
+
+
 def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tuple[list[Finding], list[dict], object]:
     """The patch state of every file of the engine's set, and the set's assessment. With
-    `needs_patch` False (every table is one the engine reads as installed: FP8) a file that is
-    not patched blocks nothing: the patch is for an NVFP4 table."""
+    `needs_patch` False (every table is one the engine reads as installed: FP8) a file as the
+    engine ships it blocks nothing: the patch is for an NVFP4 table. Any file that is neither
+    as shipped nor as ple4patch made it blocks, with reinstalling the engine as the change."""
     eng = engine_mod.find_engine(venv)
     eng.require_target()
     s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
@@ -269,12 +351,16 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
                                     f"`{shell.ple4patch('apply', eng.venv)}` updates it"))
-        elif not needs_patch:
+        elif not needs_patch and a.state in READS_FP8_AS_INSTALLED:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
                                     "(the engine reads it as installed)"))
         elif rel == CONFIG_REL and a.state is not State.MODIFIED:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: its automatic PLE placement "
                                     "applies (see placement)"))
+        elif not needs_patch:
+            findings.append(Finding("files", f"{rel}: {a.state.value}, not as the engine ships it: ple4patch "
+                                    "cannot tell whether the engine reads an FP8 table with it", blocks=True,
+                                    change=f"reinstall the engine ({engine_mod.reinstall_hint(eng)})"))
         else:
             fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{shell.ple4patch('apply', eng.venv)}`"
                    if a.state is State.MODIFIED else _apply_command(a.state, eng.venv))
@@ -415,9 +501,13 @@ def memory_finding(memory: dict | None) -> Finding | None:
     need, have = memory.get("pinned_bytes_per_host"), memory.get("host_mem_available")
     if need is None:
         return None
-    where = f"{need:,} B ({gib(need)}) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
+    upto = "up to " if memory.get("host_rows_upper_bound") else ""
+    where = f"{upto}{need:,} B ({gib(need)}) pinned on this host for {memory.get('ranks_per_host')} rank(s)"
     if have is None:
         return Finding("memory", f"{where}; MemAvailable unknown (no /proc/meminfo)")
+    if memory.get("fits") is False and upto:  # FP8, VRAM first: the engine may pin much less
+        return Finding("memory", f"{where}, MemAvailable {gib(have)}: does not fit if the GPUs keep none of the "
+                       f"table ({UPPER_BOUND_WHY}); set VLLM_QWEN4EXP_PLE_HOST_GIB to choose the host share")
     if memory.get("fits") is False:
         return Finding("memory", f"{where}, MemAvailable {gib(have)}: does not fit", blocks=True,
                        change="free host memory, run fewer ranks on this host, or set VLLM_QWEN4EXP_PLE_HOST_GIB "
@@ -438,6 +528,8 @@ def run(
     not. `tp` None: the --tensor-parallel-size of `serve_args`, else one rank, said in the output (`reconcile`)."""
     environ = os.environ if environ is None else environ
     serve = parse_serve_args(serve_args)
+    if serve.environ:  # `env NAME=VALUE vllm serve ...`: the server starts with these set
+        environ = {**environ, **serve.environ}
     tp = reconcile(checkpoint, tp, serve)
     report = inspect_checkpoint(checkpoint, venv=venv, environ=environ, tp=tp, **inspect_options)
     # An FP8 table is read by the engine as installed, patched or not: the patched policy and
@@ -461,8 +553,10 @@ def run(
     for p in report.problems:
         if p.code not in ("engine", "memory"):
             findings.append(Finding("checkpoint", p.line() if hasattr(p, "line") else p.message, blocks=True,
-                                    change=p.expected))
+                                    change=change_of(p)))
     blockers = [f for f in findings if f.blocks]
+    # A table no engine reads (BF16): no patch makes it readable, so its change comes first.
+    blockers.sort(key=lambda f: f.change != USE_A_READABLE_CHECKPOINT)
     if blockers:
         n = len(blockers)
         verdict = f"WILL NOT START: {n} thing{'s' if n != 1 else ''} to change (marked ! above)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import struct
@@ -608,7 +610,8 @@ def fake_engine_venv(root: Path, target_text: str, version: str = "1.5.1") -> Pa
     dist = site / f"1cat_vllm-{version}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: 1cat-vllm\nVersion: {version}\n\n")
-    (dist / "RECORD").write_text(f"vllm/models/qwen4_exp/nvidia/ple_layer.py,,{len(target_text)}\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(target_text.encode()).digest()).rstrip(b"=").decode()
+    (dist / "RECORD").write_text(f"vllm/models/qwen4_exp/nvidia/ple_layer.py,sha256={digest},{len(target_text)}\n")
     (root / "bin").mkdir()
     (root / "pyvenv.cfg").write_text("version = 3.12.0\n")
     return root
@@ -628,12 +631,20 @@ def test_venv_stock_engine_cannot_read_nvfp4(tmp_path: Path, meminfo) -> None:
     assert report.engine["reads"] == ["fp8"] and report.engine["can_read"] is False
     assert report.engine["patch_id"] is None
 
-    report = inspect(nvfp4, meminfo(), venv=patched)
-    assert report.ok and report.engine["can_read"] is True
-    assert report.engine["patch_id"] == PATCH_ID and "nvfp4_rowpacked" in report.engine["reads"]
-
     report = inspect(fp8, meminfo(), venv=stock)
-    assert report.ok and report.engine["version"] == "1.5.1"
+    assert report.ok and report.engine["version"] == "1.5.1" and report.engine["state"] == "unpinned"
+
+    # A sentinel alone is not a file ple4patch made (edited after patching, or its pins are gone):
+    # what it reads is not known, whatever the layout, and the change is to reinstall the engine.
+    for ckpt, then_apply in ((nvfp4, True), (fp8, False)):
+        report = inspect(ckpt, meminfo(), venv=patched)
+        assert report.engine["state"] == "modified" and report.engine["patch_id"] == PATCH_ID
+        assert (report.engine["reads"], report.engine["can_read"]) == ([], False)
+        (p,) = report.problems
+        assert p.code == "engine" and "reinstall the engine" in p.message and "--force-reinstall" in p.message
+        assert (f"then `ple4patch apply {patched}`" in p.message) is then_apply
+        text = ckpt_report.render_text(report)
+        assert "reads: not known" in text and "reads this layout" not in text
 
 
 def test_venv_without_engine(tmp_path: Path, meminfo) -> None:
@@ -742,3 +753,53 @@ def test_scan_progress_bar_on_a_terminal(tmp_path: Path, meminfo, monkeypatch) -
     monkeypatch.setattr(sys, "stderr", Terminal())
     inspect(cf.make(tmp_path / "d"), meminfo(), scan=True, progress=False)
     assert sys.stderr.getvalue() == ""
+
+
+# -- what to do about each problem (the preflight's change:) ------------------------------------------
+
+def test_each_problem_kind_names_an_action() -> None:
+    from ple4patch.ckpt.problem import Problem
+    from ple4patch.ckpt.remedy import change_of
+
+    t = f"{PRE}.shard_3.weight"
+    cases = [
+        (Problem("missing_shard", "missing: shard 3", t, "U8 [18, 18]"),
+         "re-download the checkpoint file that should hold ngram_embedding.shard_3.weight (expected U8 [18, 18])"),
+        (Problem("dtype", "is BF16 [18, 32]", t, "U8 [18, 18]", "model-00002-of-00003.safetensors"),
+         "re-download model-00002-of-00003.safetensors, or export the table again: ngram_embedding.shard_3.weight "
+         "should be U8 [18, 18]"),
+        (Problem("missing_file", "listed in the index but not on disk", file="model-00001-of-00003.safetensors"),
+         "re-download model-00001-of-00003.safetensors"),
+        (Problem("index", "cannot read weight_map", file="model.safetensors.index.json"),
+         "re-download model.safetensors.index.json"),
+        (Problem("config", "ple_embedding_dtype is set at the top level, but the engine reads text_config: "
+                 "move it into text_config", file="config.json"), "config.json: move it into text_config"),
+        (Problem("config", "lacks text_config.ngram_size, which the PLE layer reads", file="config.json",
+                 expected="the value from the model's published config"),
+         "take config.json from the model's published checkpoint (lacks text_config.ngram_size, which the PLE "
+         "layer reads)"),
+        (Problem("layout", "the table's shard weights are BF16", t, "U8 ..."), "use the model's NVFP4 or FP8 checkpoint"),
+    ]
+    for problem, change in cases:
+        assert change_of(problem) == change
+        assert problem.expected is None or change_of(problem) != problem.expected
+
+
+def test_a_table_beside_a_config_without_ple_keys_reports_the_keys_not_default_shards(tmp_path: Path, meminfo) -> None:
+    """A PLE table with another model's config.json: the missing keys are the problems; the shards
+    are not judged against the default split_ngram_parts (512), which such a config does not speak
+    of. A PLE config that only leaves split_ngram_parts out gets the engine's default, and its
+    missing shards are real."""
+    tensors = dict(cf.table_tensors(cf.config(), "nvfp4_rowpacked"), **cf.other_tensors())
+    half = cf.write(tmp_path / "half", {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, tensors)
+    report = inspect(half, meminfo())
+    assert {p.code for p in report.problems} == {"config", "config_dtype"}, codes(report)
+    assert report.problems[0].message.startswith("lacks ple_layer_ids")
+    (t,) = report.tables
+    held = sum(v.shape[0] for k, v in tensors.items() if ".ngram_embedding.shard_" in k and k.endswith(".weight"))
+    assert (t.shards_missing, t.rows) == ([], held)  # the rows it holds, none estimated for default shards
+    cfg = cf.config()
+    del cfg["text_config"]["split_ngram_parts"]
+    report = inspect(cf.write(tmp_path / "no-parts", cfg, tensors), meminfo())
+    assert report.ckpt.config.split_ngram_parts == ple_layout.DEFAULT_SPLIT_NGRAM_PARTS
+    assert "missing_shard" in {p.code for p in report.problems}, codes(report)

@@ -560,3 +560,204 @@ def test_a_checkpoint_of_another_model_starts_as_before(tmp_path, set_venv, pins
     assert (r.exit_code, pf["will_start"], pf["findings"]) == (EXIT_OK, True, [])
     assert r.message == pf["verdict"] == r.data["verdict"] == (
         "no PLE table: not a Qwen3.8-Flash-Next checkpoint; ple4patch changes nothing for it")
+
+
+@pytest.mark.parametrize("edit", [b"def broken(:\n", None])
+def test_a_modified_engine_file_blocks_an_fp8_table_too(fp8_ckpt, set_venv, pins_env, meminfo, edit):
+    """The rule "an FP8 table needs no patch" holds for the file as the engine ships it: a
+    `modified` ple_layer.py (not even Python, or a patched file edited by hand) may read nothing,
+    so it blocks with reinstalling the engine as the change (no apply: FP8 needs no patch), and
+    the engine line does not say it reads the layout."""
+    if edit is None:
+        assert commands.apply.run(set_venv).exit_code == 0
+    target = kit.site_packages(set_venv) / TARGET_REL
+    target.write_bytes(edit or target.read_bytes() + b"# edited by hand\n")
+    r = run(fp8_ckpt, set_venv, meminfo, tp=4)
+    pf = r.data["preflight"]
+    assert (r.exit_code, pf["will_start"]) == (EXIT_CHECKPOINT, False) and r.message.startswith("WILL NOT START")
+    files = [b for b in pf["blockers"] if b["area"] == "files"]
+    assert [b["message"].split(":")[0] for b in files] == [TARGET_REL], pf["blockers"]
+    assert "modified, not as the engine ships it" in files[0]["message"]
+    assert files[0]["change"].startswith("reinstall the engine (") and "--force-reinstall" in files[0]["change"]
+    assert "ple4patch apply" not in files[0]["change"]
+    assert (r.data["engine"]["reads"], r.data["engine"]["can_read"]) == ([], False)
+    assert "reads this layout" not in r.output and "reads: not known" in r.output
+    nvfp4 = run(ckpt_factory.make(fp8_ckpt.parent / f"nv-{bool(edit)}", "nvfp4_rowpacked"), set_venv, meminfo, tp=4)
+    assert nvfp4.exit_code == EXIT_CHECKPOINT and "reads this layout" not in nvfp4.output
+    (b,) = [b for b in nvfp4.data["preflight"]["blockers"] if b["area"] == "files" and TARGET_REL in b["message"]]
+    assert b["change"].startswith("reinstall the engine (") and f"then `ple4patch apply {set_venv}`" in b["change"]
+
+
+# -- --serve-args read as the engine's argparse parser reads them ------------------------------------
+# argparse (Python 3.11-3.13, allow_abbrev on, as vLLM's FlexibleArgumentParser keeps it): `-tp=4`
+# and `-q=gguf` split at `=`, a one-letter option takes the rest of its word (`-qgguf`), `-tp4` is
+# an unrecognized argument (`-tp` is three characters, and the engine defines no `-t`:
+# vllm/engine/arg_utils.py at 1CatAI/1Cat-vLLM ae13773a0), and `--quant` abbreviates --quantization.
+
+@pytest.mark.parametrize("serve_args, tp, settings", [
+    ("m -tp=4", 4, {}),
+    ("m --tensor-parallel-size=4", 4, {}),
+    ("m --tensor_parallel_size 4", 4, {}),
+    ("m -q=gguf", None, {"--quantization": "gguf"}),
+    ("m -qgguf", None, {"--quantization": "gguf"}),
+    ("m --quantization=gguf -tp 2", 2, {"--quantization": "gguf"}),
+    ("m --load-format=gguf", None, {"--load-format": "gguf"}),
+    ("m --quantization-config '{}' --model-impl vllm", None, {}),  # longer names, not abbreviations
+])
+def test_serve_args_take_attached_values(serve_args, tp, settings):
+    o = preflight.parse_serve_args(serve_args)
+    assert (o.tensor_parallel_size, o.settings, o.model) == (tp, settings, "m")
+
+
+@pytest.mark.parametrize("serve_args, message", [
+    ("m --quant gguf", "--quant: write --quantization in full; ple4patch does not guess abbreviations"),
+    ("m --quant=gguf", "--quant: write --quantization in full"),
+    ("m --tensor-parallel 4", "--tensor-parallel: write --tensor-parallel-size in full"),
+    ("m --tensor_parallel 4", "--tensor-parallel: write --tensor-parallel-size in full"),
+    ("m --load-f gguf", "--load-f: write --load-format in full"),
+    ("--mod /models/x", "--mod: write --model in full"),
+    ("m --conf serve.yaml", "--conf: write --config in full"),
+    ("m -t 4", "-t: write -tp (or --tensor-parallel-size) in full"),
+    ("m -tp4", "-tp4: vllm serve refuses it (argparse attaches a value only to a one-letter option): "
+               "write -tp 4 or -tp=4"),
+])
+def test_serve_args_abbreviations_of_what_the_preflight_reads_are_usage_errors(serve_args, message):
+    with pytest.raises(UsageError) as err:
+        preflight.parse_serve_args(serve_args)
+    assert str(err.value).startswith(f"--serve-args: {message}"), str(err.value)
+
+
+def test_an_abbreviation_in_a_config_file_is_named_with_the_file(tmp_path, monkeypatch):
+    pytest.importorskip("yaml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "serve.yaml").write_text("tensor-parallel: 4\n")
+    with pytest.raises(UsageError, match=r"--tensor-parallel \(in --config serve.yaml\): write --tensor-parallel-size"):
+        preflight.parse_serve_args("m --config serve.yaml")
+
+
+@pytest.mark.parametrize("serve_args", ["-q=gguf", "-qgguf", "--quantization=gguf"])
+def test_an_attached_gguf_quantization_blocks(ckpt, patched_set_venv, meminfo, serve_args):
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=f"vllm serve {ckpt} {serve_args} -tp=4")
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "environment" and "--quantization=gguf" in b["message"], b
+    assert r.exit_code == EXIT_CHECKPOINT and r.data["memory"]["tp"] == 4
+
+
+# -- launch prefixes ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("serve_args, model, tp, environ", [
+    # the module behind the `vllm` console script: its first word is the subcommand
+    ("python -m vllm.entrypoints.cli.main serve /ckpt -tp 2", "/ckpt", 2, {}),
+    ("/opt/venv/bin/python3.12 -m vllm.entrypoints.cli.main serve /ckpt", "/ckpt", None, {}),
+    ("/usr/bin/env vllm serve /ckpt -tp 4", "/ckpt", 4, {}),
+    ("env VLLM_PLE_CPU_OFFLOAD=1 A=b /opt/venv/bin/vllm serve /ckpt", "/ckpt", None,
+     {"VLLM_PLE_CPU_OFFLOAD": "1", "A": "b"}),
+    ("VLLM_QWEN4EXP_PLE_HOST_GIB=2 vllm serve /ckpt", "/ckpt", None, {"VLLM_QWEN4EXP_PLE_HOST_GIB": "2"}),
+    ("env X=1 env Y=2 python -m vllm.entrypoints.openai.api_server --model /ckpt", "/ckpt", None,
+     {"X": "1", "Y": "2"}),
+])
+def test_serve_args_launch_prefixes(serve_args, model, tp, environ):
+    o = preflight.parse_serve_args(serve_args)
+    assert (o.model, o.tensor_parallel_size, o.environ) == (model, tp, environ)
+
+
+@pytest.mark.parametrize("serve_args, match", [
+    ("python -m vllm.entrypoints.cli.main chat", "`vllm chat` does not start the server"),
+    ("python -m vllm.entrypoints.cli.main", "`vllm` does not start the server"),
+    ("env -i vllm serve /ckpt", "`env -i`: ple4patch reads only NAME=VALUE words after env; set the variables "
+                                "in the environment ple4patch runs in instead"),
+    ("vllm serve /a /b", "vllm serve takes one model, and this names two \\(/a and /b\\)"),
+    ("/b -tp 2", None),
+])
+def test_serve_args_launch_forms_vllm_would_refuse(serve_args, match):
+    if match is None:
+        assert preflight.parse_serve_args(serve_args).model == "/b"
+        return
+    with pytest.raises(UsageError, match=match):
+        preflight.parse_serve_args(serve_args)
+
+
+def test_the_cli_main_module_compares_its_model_and_env_settings_count(ckpt, tmp_path, patched_set_venv, meminfo):
+    other = tmp_path / "another-model"
+    other.mkdir()
+    with pytest.raises(UsageError, match=f"names the model {other}, but CHECKPOINT_DIR is"):
+        run(ckpt, patched_set_venv, meminfo, serve_args=f"python -m vllm.entrypoints.cli.main serve {other}")
+    r = run(ckpt, patched_set_venv, meminfo, serve_args=f"env VLLM_PLE_CPU_OFFLOAD=1 vllm serve {ckpt}")
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["area"] == "environment" and "VLLM_PLE_CPU_OFFLOAD=1" in b["message"]
+    assert r.data["preflight"]["settings"] == {"VLLM_PLE_CPU_OFFLOAD": "1"}
+    # the command line's variable wins over this process's environment, as env makes it
+    r = run(ckpt, patched_set_venv, meminfo, environ={"VLLM_PLE_CPU_OFFLOAD": "1"},
+            serve_args=f"VLLM_PLE_CPU_OFFLOAD=0 vllm serve {ckpt}")
+    assert r.exit_code == EXIT_OK, blockers(r)
+
+
+# -- what a checkpoint blocker's change names: an action, not the expected shape ---------------------
+
+def test_a_checkpoint_blocker_names_an_action(tmp_path, set_venv, pins_env, meminfo):
+    cfg = ckpt_factory.config(dtype="float8_e4m3fn")
+    tensors = ckpt_factory.table_tensors(cfg, "fp8")
+    (scale,) = [n for n in tensors if n.endswith("ngram_embedding.weight_scale")]
+    del tensors[scale]
+    root = ckpt_factory.write(tmp_path / "fp8-noscale", cfg, dict(tensors, **ckpt_factory.other_tensors()))
+    r = run(root, set_venv, meminfo, tp=4)
+    (b,) = r.data["preflight"]["blockers"]
+    expected = r.data["problems"][0]["expected"]
+    assert b["area"] == "checkpoint" and expected and b["change"] == (
+        f"re-download the checkpoint file that should hold ngram_embedding.weight_scale (expected {expected})")
+    assert f"change: {expected}" not in " ".join(r.output.split()) and "first: " + expected not in r.message
+    text = " ".join(r.output.split())
+    assert "change: re-download the checkpoint file that should hold ngram_embedding.weight_scale" in text
+
+
+def test_a_config_problem_names_the_config_edit(tmp_path, patched_set_venv, meminfo):
+    bad = ckpt_factory.make(tmp_path / "split", "nvfp4_split", dtype=None)
+    r = run(bad, patched_set_venv, meminfo)
+    (b,) = r.data["preflight"]["blockers"]
+    assert b["change"] == 'add `"ple_embedding_dtype": "nvfp4_rowpacked"` to the text_config object of config.json', b
+
+
+def test_a_bf16_table_names_the_checkpoint_to_use_first(tmp_path, set_venv, pins_env, meminfo):
+    """No patch makes a BF16 table readable: the change named first (verdict and JSON) is the
+    checkpoint to use, not `ple4patch apply`."""
+    r = run(ckpt_factory.make(tmp_path / "bf16", "bf16"), set_venv, meminfo, tp=4)
+    blockers_ = r.data["preflight"]["blockers"]
+    assert blockers_[0]["area"] == "checkpoint" and blockers_[0]["change"] == "use the model's NVFP4 or FP8 checkpoint"
+    assert r.message.endswith("; first: use the model's NVFP4 or FP8 checkpoint"), r.message
+    assert any("ple4patch apply" in (b["change"] or "") for b in blockers_[1:])
+
+
+def test_an_fp8_table_without_a_budget_is_placed_vram_first(fp8_ckpt, fair_share_venv, meminfo):
+    """1Cat-vLLM's own FP8 loader (036318a0 and 15a8d185 ple_layer.py: `_resolve_host_budget` /
+    `_device_spill_bytes`, auto_ple_host_budget_bytes from torch.cuda.mem_get_info, the fair share
+    only a cap) keeps the rows that fit beside the weights and the KV cache in VRAM: without a
+    budget the host figures are at most these, and a host without room for all of them is a
+    warning with that caveat, not a blocker. With a budget set they are exact again."""
+    # A host whose fair share takes every row, but not the power of two torch pins them in.
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={}, meminfo_path=meminfo(available_kib=3, total_kib=1), tp=4)
+    kit.validate(r.to_json())
+    mem = r.data["memory"]
+    assert mem["host_rows_per_rank"] == mem["rows_per_rank"] and mem["pinned_bytes_per_host"] > 3 * 1024, mem
+    assert (mem["host_rows_upper_bound"], mem["fits"]) == (True, False)
+    assert r.exit_code == EXIT_OK and r.data["preflight"]["blockers"] == [], r.data["preflight"]["blockers"]
+    (finding,) = [f for f in r.data["preflight"]["findings"] if f["area"] == "memory"]
+    assert finding["message"].startswith(f"up to {mem['pinned_bytes_per_host']:,} B") and not finding["blocks"]
+    assert "VRAM first" in finding["message"]
+    text = " ".join(r.output.split())
+    assert f"up to {mem['host_rows_per_rank']:,} of {mem['rows_per_rank']:,} rows per rank in host memory" in text
+    assert any(w["code"] == "memory" and "up to" in w["message"] for w in r.data["warnings"])
+    # a budget the user sets is what the engine pins: exact, and a host without room blocks
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={"VLLM_QWEN4EXP_PLE_HOST_GIB": "4"},
+                      meminfo_path=meminfo(available_kib=1), tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False
+    assert [b["area"] for b in r.data["preflight"]["blockers"]] == ["memory"]
+    assert "up to" not in r.data["preflight"]["blockers"][0]["message"]
+    # the hybrid PLE mode sends the whole table to the host (capped): the figures are exact
+    r = preflight.run(fp8_ckpt, fair_share_venv, environ={"VLLM_SM70_QWEN38_HYBRID_PLE": "1"}, meminfo_path=meminfo(),
+                      tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False
+
+
+def test_an_nvfp4_table_keeps_its_exact_figures(ckpt, fair_share_venv, meminfo):
+    r = preflight.run(ckpt, fair_share_venv, environ={}, meminfo_path=meminfo(), tp=4)
+    assert r.data["memory"]["host_rows_upper_bound"] is False and "up to" not in r.output

@@ -76,6 +76,14 @@ class PleConfig:
         return self.dtype is not None or any(
             where.get(key) is not None for where in (self.text, self.raw) for key in keys)
 
+    @property
+    def parts_known(self) -> bool:
+        """Whether split_ngram_parts says how many shards the table has: given, or left to the
+        engine's default by a config that gives the PLE layer's other keys. A config that lacks
+        them (a PLE table beside another model's config.json) says nothing about the shards, and
+        its missing keys are the problems to report."""
+        return not self.split_ngram_parts_default or all(self.text.get(k) is not None for k in REQUIRED_CONFIG_KEYS)
+
     def number(self, key: str) -> int | None:
         return self.numbers.get(key)
 

@@ -39,6 +39,30 @@ def read_meminfo(path: str | os.PathLike[str] = "/proc/meminfo") -> dict[str, in
     return out
 
 
+# Stock 1Cat-vLLM places an FP8 table itself, VRAM first, when no host budget is set:
+# 1CatAI/1Cat-vLLM 036318a0 vllm/models/qwen4_exp/nvidia/ple_layer.py,
+# Qwen4ExpPinnedHostEmbedding (docstring: rows that fit beside the weights, the KV cache and a
+# reserve "stay in device memory, only the remainder goes to pinned host memory") and
+# `_resolve_host_budget` (auto_ple_host_budget_bytes from torch.cuda.mem_get_info, then
+# cap_host_budget_bytes: the fair share is a cap); 15a8d185 the same through
+# `_device_spill_bytes`. VLLM_SM70_QWEN38_HYBRID_PLE sends the whole table to the host instead
+# (capped the same way). So without a budget, an FP8 table's host rows there are at most the
+# figures: what the GPU has room for is known only on the GPU at start-up.
+UPPER_BOUND_WHY = ("the engine keeps the FP8 rows that fit beside the weights and the KV cache in VRAM "
+                   "first and pins only the rest (measured on the GPU at start-up)")
+_HYBRID_ENV = "VLLM_SM70_QWEN38_HYBRID_PLE"
+
+
+def fp8_host_is_upper_bound(tables: list[TableReport], rule: str | None, budget: int | None,
+                            environ: Mapping[str, str] | None) -> bool:
+    """Whether the host rows of these tables are an upper bound: every table FP8, on a release
+    that derives the host budget (``rule`` "fair_share"), with no budget set and no hybrid PLE."""
+    env = os.environ if environ is None else environ
+    hybrid = env.get(_HYBRID_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return (bool(tables) and all(t.layout == LAYOUT_FP8 for t in tables) and rule == "fair_share"
+            and budget is None and not hybrid)
+
+
 def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo_path: str,
                 budget: int | None = None, budget_source: str | None = None,
                 environ: Mapping[str, str] | None = None,
@@ -57,6 +81,7 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
     """
     problems: list[Problem] = []
     warnings: list[Problem] = []
+    upper_bound = fp8_host_is_upper_bound(tables, rule, budget, environ)
     info = read_meminfo(meminfo_path)
     available, total = info.get("MemAvailable"), info.get("MemTotal")
     if rule == "none" and budget is not None:
@@ -84,7 +109,7 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
     pinned = sum(p.pinned_bytes for _, p in placed)
     host = pinned * ranks_per_host
     vram_rows = sum(p.vram_rows for _, p in placed)
-    if derived and vram_rows:
+    if derived and vram_rows and not upper_bound:
         warnings.append(Problem(
             "host_budget",
             f"no host budget is set, so each rank keeps its {budget_source} ({gib(budget)}) of the table "
@@ -116,12 +141,23 @@ def host_memory(tables: list[TableReport], tp: int, ranks_per_host: int, meminfo
         "host_mem_available": available,
         "host_mem_total": total,
         "fits": fits,
+        "host_rows_upper_bound": upper_bound,
     }
     if not tables:
         return memory, problems, warnings
     if available is None:
         warnings.append(Problem("memory", f"cannot read MemAvailable from {meminfo_path}: "
                                 "the host memory check was skipped"))
+    elif not fits and upper_bound:
+        warnings.append(
+            Problem(
+                "memory",
+                f"{ranks_per_host} rank(s) on this host pin up to {gib(host)} of PLE table and "
+                f"{gib(available)} is available: {UPPER_BOUND_WHY}; if the GPUs have no room for it, free "
+                f"memory, spread the ranks over more hosts (--ranks-per-host), or choose with {HOST_BUDGET_ENV}",
+                expected=f"MemAvailable >= {gib(host)}",
+            )
+        )
     elif not fits:
         problems.append(
             Problem(

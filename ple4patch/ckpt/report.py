@@ -11,11 +11,12 @@ from ..columns import WIDTH, fit_lines
 from ..errors import CheckpointProblem
 from .files import Checkpoint
 from .layout import LAYOUT_FP8, SHARD_GLOBAL_SCALE, STOCK_ENGINE_READS, TABLE_FP8_SCALE, TABLE_GLOBAL_SCALE
-from .memory import gib
+from .memory import UPPER_BOUND_WHY, gib
 from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
+from .venv_engine import UNKNOWN_READS
 
 SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
@@ -134,8 +135,20 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
             f"pinned      {tp}: {m['rows_per_rank']:,} rows, {gib(m['bytes_per_rank'])} per rank"
             f"{compare}; {gib(m['bytes_per_host'])} for {per_host}",
             f"            {how}, {m['pinned_bytes_per_host']:,} B for {per_host}; no host budget: "
-            "all rows in host memory",
+            + (f"at most all rows in host memory ({UPPER_BOUND_WHY})" if m.get("host_rows_upper_bound")
+               else "all rows in host memory"),
         ]
+    elif m.get("host_rows_upper_bound"):  # FP8 on a release that keeps rows in VRAM first
+        lines = [
+            f"pinned      {tp}: up to {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
+            f"memory, up to {gib(m['pinned_bytes_per_rank'])} ({m['pinned_bytes_per_rank']:,} B) per rank; up to "
+            f"{gib(m['pinned_bytes_per_host'])} ({m['pinned_bytes_per_host']:,} B) for {per_host}",
+            f"vram        {UPPER_BOUND_WHY}; at most the host budget {gib(m['host_budget_bytes'])} per rank "
+            f"({m['host_budget_source']}) goes to host memory",
+        ]
+        if _power_of_two(m):
+            lines.insert(1, f"            torch's pinned allocator rounds the FP8 table's host rows (up to "
+                         f"{m['host_bytes_per_rank']:,} B) up to a power of two")
     else:
         lines = [
             f"pinned      {tp}: {m['host_rows_per_rank']:,} of {m['rows_per_rank']:,} rows per rank in host "
@@ -150,15 +163,19 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
                          f"{m['host_bytes_per_rank']:,} B of host rows up to a power of two")
     if m["host_mem_available"] is not None:
         verdict = "fits" if m["fits"] else "DOES NOT FIT"
+        if m.get("host_rows_upper_bound"):
+            verdict = "fits" if m["fits"] else "the most it may pin DOES NOT FIT (see warnings)"
         lines.append(f"host        MemAvailable {gib(m['host_mem_available'])} of {gib(m['host_mem_total'])}: {verdict}")
     return lines
 
 
 def _engine_line(e: dict[str, Any]) -> str:
     pid = f", patch {e['patch_id']}" if e["patch_id"] else ""
+    head = f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
+    if not e["reads"]:
+        return f"{head}reads: not known ({UNKNOWN_READS})"
     can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
-    return (f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
-            f"reads {', '.join(e['reads'])}: {can}")
+    return f"{head}reads {', '.join(e['reads'])}: {can}"
 
 
 def _scan_line(s: ScanResult) -> str:

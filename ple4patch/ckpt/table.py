@@ -76,6 +76,11 @@ class Table:
         return None if d is None or (self.nvfp4 and d % BLOCK) else d
 
     def shard_rows(self, index: int) -> int:
+        """The rows shard `index` holds; without a known split_ngram_parts
+        (``PleConfig.parts_known``) a present shard's own height, which nothing contradicts."""
+        w = self.weights.get(index)
+        if not self.config.parts_known and w is not None and len(w.shape) == 2:
+            return w.shape[0]
         return shard_rows(self.rows, self.parts, index)
 
     @property
@@ -155,7 +160,9 @@ def read_table(config: PleConfig, prefix: str, leaves: dict[str, TensorInfo]) ->
     parts = config.split_ngram_parts
     ckpt_rows = sum(w.shape[0] for w in weights.values() if w.shape)
     engine_rows = engine_table_rows(config, layer)
-    absent = [i for i in range(parts) if i not in weights]
+    # Without a known split_ngram_parts (`PleConfig.parts_known`) no shard counts as absent: the
+    # table is what the checkpoint holds.
+    absent = [i for i in range(parts) if i not in weights] if config.parts_known else []
     if engine_rows is not None:
         total, rows_source = engine_rows, "config"
     else:

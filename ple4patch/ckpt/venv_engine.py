@@ -90,6 +90,24 @@ def host_budget_rule(text: str) -> str:
     return "configured"
 
 
+# What the engine reads, by the state of its ``ple_layer.py``: the file as the engine ships it
+# reads FP8 ("unpatched": no sentinel, when no manifest could be read), the file as ple4patch made
+# it reads the NVFP4 layouts too. Any other file (``modified``: edited by hand, patched by a build
+# ple4patch does not know, or not even Python) reads nothing ple4patch can vouch for.
+SHIPPED_STATES = ("pristine", "unpinned", "unpatched")
+MADE_STATES = ("patched", "patched_older")
+UNKNOWN_READS = "not the file the engine ships, nor one ple4patch made"
+
+
+def engine_reads(state: str | None) -> list[str]:
+    """The layouts an engine whose ``ple_layer.py`` is in `state` reads ([]: not known)."""
+    if state in MADE_STATES:
+        return list(PATCHED_ENGINE_READS)
+    if state in SHIPPED_STATES:
+        return list(STOCK_ENGINE_READS)
+    return []
+
+
 def venv_engine(venv: str | os.PathLike[str],
                 tables: list[TableReport]) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
     """The venv's engine state and the layouts it reads. EngineNotFound propagates (exit 3)."""
@@ -98,11 +116,24 @@ def venv_engine(venv: str | os.PathLike[str],
     eng = engine_mod.find_engine(venv)
     eng.require_target()
     state, patch_id, how = _state(eng)
-    reads = list(PATCHED_ENGINE_READS if patch_id else STOCK_ENGINE_READS)
+    reads = engine_reads(state)
     problems: list[Problem] = []
     warnings: list[Problem] = []
     layouts = sorted({t.layout for t in tables})
     can_read = all(layout in reads for layout in layouts) if layouts else None
+    if layouts and not reads:
+        then = "" if set(layouts) <= set(STOCK_ENGINE_READS) else f", then `{shell.ple4patch('apply', eng.venv)}`"
+        problems.append(
+            Problem(
+                "engine",
+                f"the engine in {eng.venv} is {state} ({UNKNOWN_READS}): ple4patch cannot tell which layouts "
+                f"it reads: reinstall the engine ({engine_mod.reinstall_hint(eng)}){then}",
+                file=str(eng.target),
+                expected="the file as the engine ships it, or as ple4patch patches it",
+                says_expected=True,
+            )
+        )
+        layouts = []  # the one problem above covers every layout
     for layout in layouts:
         if layout in reads or layout not in PATCHED_ENGINE_READS:
             continue  # unreadable layouts are reported by the table checks already
