@@ -35,6 +35,7 @@ from .manifest import Manifest
 from .paths import CONFIG_REL, POLICY_REL, TARGET_REL, TARGET_RELS, backup_path, journal_path
 from .policy_file import CASCADE_SWITCH, CONFIG_DEFAULTS, CONFIG_SKIP, config_cascade_form, config_placement as _functions
 from .policy_file import config_places_ple, places_ple
+from .sentinel import SENTINEL_PREFIX, find_patch_id
 from .state import Assessment, State, assess
 
 JOURNAL_SCHEMA = 1
@@ -65,12 +66,21 @@ PLACING = ((POLICY_REL, places_ple), (CONFIG_REL, config_places_ple))
 
 
 def _places(member: Engine, places) -> bool:
-    """RECORD lists it, it is a file, and it (or its backup) defines the placement."""
+    """RECORD lists it, it is a file, and it defines the placement; or it is ple4patch's work (it
+    carries the sentinel, or cannot be read) and its backup defines it. A new version of the file
+    that no longer places the table is not a member, even beside the stale backup of an old one
+    (an upgrade): that backup is then an orphan, never restored."""
     # a symlinked file is a member, so that apply/revert refuse it (they never write through
     # symlinks) instead of patching the layer alone
     if not (member.record_listed and (member.target.is_file() or member.target.is_symlink())):
         return False
-    return any(t is not None and places(t) for t in (_text(member.target), _text(backup_path(member.target))))
+    text = _text(member.target)
+    if text is not None and places(text):
+        return True
+    if text is not None and find_patch_id(text) is None and SENTINEL_PREFIX not in text:
+        return False
+    backup = _text(backup_path(member.target))
+    return backup is not None and places(backup)
 
 
 def members(engine: Engine) -> list[Engine]:
@@ -269,7 +279,7 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
         notes.append(f"{problem}; the next apply/revert removes it (each file is assessed on its own)")
     for p in orphans:
         notes.append(f"{p.relative_to(engine.site_packages)} is the backup of a file this engine version "
-                     f"no longer has; it is never restored (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
+                     f"no longer has in its patch set (gone, or it no longer places the PLE table); it is never restored (`{shell.ple4patch('revert', '--clean', engine.venv)}` "
                      f"removes it)")
     config = config_placement(engine)
     member = next((a for a in files if a.target == engine.site_packages / CONFIG_REL), None)

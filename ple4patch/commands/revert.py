@@ -56,7 +56,7 @@ def run(
         for a in s.files:
             notes += write.remove_temp_leftovers(a.target)
         if clean:
-            notes += [f"removed {p}, the backup of a file this engine version no longer has (--clean)"
+            notes += [f"removed {p}, the backup of a file this engine version no longer has in its patch set (--clean)"
                       for p in s.orphans if fsio.remove(p)]
         if s.journal is not None or s.journal_problem is not None:
             what = f"an interrupted {s.journal.direction}" if s.journal is not None else "an unreadable journal"

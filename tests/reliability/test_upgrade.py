@@ -299,3 +299,37 @@ def test_upgrade_of_a_patched_set_to_unpinned_files(wheelhouse, set_pins, tmp_pa
     assert rc == 0 and [f["changed"] for f in d["files"]] == [True, True]
     assert sum("set aside" in n for n in d["notes"]) == 2
     assert cli("verify", venv, env=env)[0] == 0
+
+
+@pytest.fixture(scope="session")
+def config_set_pins(tmp_path_factory):
+    return kit.standin_config_set_manifests(tmp_path_factory.getbasetemp())
+
+
+def test_upgrade_to_a_config_module_that_no_longer_places_the_table(wheelhouse, config_set_pins, tmp_path):
+    """A patched config-era set (layer + vllm/config/vllm.py), then an engine version whose
+    vllm/config/vllm.py no longer defines a PLE default: pip writes the new module and leaves the
+    old backup. The new module is not a member (the stale backup does not keep it in the set): the
+    set is the layer, the old backup an orphan named by status, never restored, and `apply`
+    patches the layer as for any upgrade; `revert --clean` removes the orphan."""
+    from ple4patch.paths import CONFIG_REL
+
+    mans, pins = config_set_pins
+    env = kit.env_with(mans)
+    venv = kit.make_venv(tmp_path / "venv")
+    kit.install(venv, wheelhouse.engine_config_era(kit.standin_bytes(), kit.config_era_bytes(), version="1.5.0"))
+    assert cli("apply", venv, env=env)[0] == 0
+    plain = b"# the VllmConfig module of a later release: no PLE default here\nX = 1\n"
+    kit.install(venv, wheelhouse.engine_config_era(kit.standin_bytes(), plain, version="1.5.1"))
+    site = kit.site_packages(venv)
+    config = site / CONFIG_REL
+    assert config.read_bytes() == plain and kit.backup_sha(config) == pins[CONFIG_REL].pristine_sha256
+    rc, d = cli("status", venv, env=env)
+    assert rc == 0 and d["set"]["files"] == [TARGET_REL], d
+    assert any("no longer places the PLE table" in n and "revert --clean" in n for n in d["notes"]), d["notes"]
+    rc, d = cli("apply", venv, env=env)
+    assert rc == 0 and d["changed"] and config.read_bytes() == plain, d
+    assert cli("verify", venv, env=env)[0] == 0
+    rc, d = cli("revert", venv, "--clean", env=env)
+    assert rc == 0 and not backup_path(config).exists() and config.read_bytes() == plain
+    assert kit.sha(site / TARGET_REL) == pins[TARGET_REL].pristine_sha256
