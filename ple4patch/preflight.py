@@ -343,6 +343,8 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
     eng.require_target()
     s = assess_set(eng, write.with_local_pins(manifest_mod.load(), eng))
     findings, files = [], []
+    # the apply that patches the whole set: one unpinned file makes it need the opt-in
+    set_apply = shell.ple4patch("apply", *(["--allow-unknown"] if s.by_state(State.UNPINNED) else []), eng.venv)
     for a in s.files:
         rel = a.target.relative_to(eng.site_packages).as_posix()
         files.append({"path": rel, "state": a.state.value, "patch_id": a.patch_id})
@@ -350,7 +352,7 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
             findings.append(Finding("files", f"{rel}: patched"))
         elif a.state is State.PATCHED_OLDER:
             findings.append(Finding("files", f"{rel}: patched by an older ple4patch ({a.patch_id}); it starts, "
-                                    f"`{shell.ple4patch('apply', eng.venv)}` updates it"))
+                                    f"`{set_apply}` updates it"))
         elif not needs_patch and a.state in READS_FP8_AS_INSTALLED:
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched: an FP8 table needs no patch "
                                     "(the engine reads it as installed)"))
@@ -362,8 +364,8 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
                                     "cannot tell whether the engine reads an FP8 table with it", blocks=True,
                                     change=f"reinstall the engine ({engine_mod.reinstall_hint(eng)})"))
         else:
-            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{shell.ple4patch('apply', eng.venv)}`"
-                   if a.state is State.MODIFIED else _apply_command(a.state, eng.venv))
+            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{set_apply}`"
+                   if a.state is State.MODIFIED else set_apply)
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched", blocks=True, change=fix))
     return findings, files, s
 
@@ -415,7 +417,11 @@ def config_placement_findings(config: ConfigPlacement | None, settings: dict) ->
                                f"does not apply: {', '.join(skipped)} is set in the environment"))
         else:
             sets = "; ".join(", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn]) for fn in config.defaults)
-            if config.member:
+            if config.member and config.state is not None and State(config.state) is State.MODIFIED:
+                where, change = (f"{CONFIG_REL}, modified",
+                                 f"reinstall the engine, then `{_apply_command(State.UNPINNED, config.venv)}`, "
+                                 f"or export {config.skip} in the shell that starts vllm serve")
+            elif config.member:
                 where, change = (f"{CONFIG_REL}, not patched",
                                  f"{_apply_command(config.state, config.venv)} (patches {CONFIG_REL} too), or "
                                  f"export {config.skip} in the shell that starts vllm serve")

@@ -627,7 +627,7 @@ def test_venv_stock_engine_cannot_read_nvfp4(tmp_path: Path, meminfo) -> None:
 
     report = inspect(nvfp4, meminfo(), venv=stock)
     assert [p.code for p in report.problems] == ["engine"]
-    assert f"ple4patch apply {stock}" in report.problems[0].message
+    assert f"ple4patch apply --allow-unknown {stock}" in report.problems[0].message  # unpinned: the opt-in
     assert report.engine["reads"] == ["fp8"] and report.engine["can_read"] is False
     assert report.engine["patch_id"] is None
 

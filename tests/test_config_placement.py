@@ -505,3 +505,23 @@ def test_an_unreadable_config_module_is_said_so(config_venv, pins):
     (note,) = [n for n in d["notes"] if CONFIG_REL in n]
     assert "a directory" in note and "VLLM_PLE_CPU_OFFLOAD=0" in note
     assert d["set"]["files"] == [LAYER_REL]
+
+
+def test_every_suggested_apply_of_an_unpinned_config_set_is_the_opt_in(config_venv, pins, tmp_path):
+    """The layer pinned, vllm/config/vllm.py unpinned (as a release ships it): `verify` and the
+    preflight suggest `apply --allow-unknown` (a plain apply exits 4), and the suggestion works."""
+    from ple4patch.errors import EXIT_OK, EXIT_UNPINNED
+
+    env = kit.env_with([pins])
+    proc = kit.run_real("verify", config_venv, env=env)
+    words = " ".join(" ".join(kit.shell_lines(proc.stderr)).split())  # ` \` continuations joined
+    assert proc.returncode != EXIT_OK and f"run `ple4patch apply --allow-unknown {config_venv}`" in words, words
+    assert kit.run_real("apply", config_venv, env=env).returncode == EXIT_UNPINNED
+    ckpt = tmp_path / "ckpt"
+    import ckpt_factory
+    ckpt_factory.make(ckpt, "nvfp4_rowpacked")
+    d = kit.json_of(kit.run_real("inspect", ckpt, config_venv, "--tp", "4", "--json", env=env))
+    files = [f for f in d["preflight"]["findings"] if f["area"] == "files" and f["blocks"]]
+    assert files and all(f["change"] == f"ple4patch apply --allow-unknown {config_venv}" for f in files), files
+    assert kit.run_real("apply", "--allow-unknown", config_venv, env=env).returncode == EXIT_OK
+    assert kit.run_real("verify", config_venv, env=env).returncode == EXIT_OK

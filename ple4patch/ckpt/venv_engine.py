@@ -117,6 +117,7 @@ def venv_engine(venv: str | os.PathLike[str],
     eng.require_target()
     state, patch_id, how = _state(eng)
     reads = engine_reads(state)
+    apply = shell.ple4patch("apply", *(["--allow-unknown"] if state == "unpinned" else []), eng.venv)
     problems: list[Problem] = []
     warnings: list[Problem] = []
     layouts = sorted({t.layout for t in tables})
@@ -141,7 +142,7 @@ def venv_engine(venv: str | os.PathLike[str],
             Problem(
                 "engine",
                 f"the engine in {eng.venv} is not patched ({state}) and reads only "
-                f"{', '.join(reads)}: run `{shell.ple4patch('apply', eng.venv)}`",
+                f"{', '.join(reads)}: run `{apply}`",
                 file=str(eng.target),
                 expected=f"an engine that reads {layout}",
             )

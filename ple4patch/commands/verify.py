@@ -16,13 +16,18 @@ from ..sentinel import PATCH_ID
 from ..state import BackupState, State
 
 
-def _next(a) -> str:
-    """The step that makes verify pass, when there is one that certainly does."""
+def _next(a, opt_in: bool) -> str:
+    """The step that makes verify pass, when there is one that certainly does; `opt_in`: a file of
+    the set is unpinned, so the apply that patches the set needs --allow-unknown."""
     e = a.engine
+    apply = shell.ple4patch("apply", *(["--allow-unknown"] if opt_in else []), e.venv)
+    if a.state is State.UNPINNED:
+        return (f": {a.corrupt_backup_first()}review with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, "
+                f"then run `{apply}`")
     if a.state is State.PRISTINE or (a.state is State.PATCHED_OLDER and a.backup is BackupState.PRESENT):
-        return f": {a.corrupt_backup_first()}run `{shell.ple4patch('apply', e.venv)}`"
+        return f": {a.corrupt_backup_first()}run `{apply}`"
     if a.state in (State.PATCHED_OLDER, State.MODIFIED):
-        return f": {a.corrupt_backup_first()}{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then run `{shell.ple4patch('apply', e.venv)}`"
+        return f": {a.corrupt_backup_first()}{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then run `{apply}`"
     return ""
 
 
@@ -40,7 +45,8 @@ def run(venv: str | os.PathLike | None = None, *, manifest: Manifest | None = No
     for a in s.files:
         if a.state is not State.PATCHED:
             why = f" (it {a.modified_why()})" if a.state is State.MODIFIED and a.patch_id else ""
-            raise VerifyFailed(f"{a.target} is {a.state.value}, not patched{why}" + _next(a))
+            opt_in = any(f.state is State.UNPINNED for f in s.files)
+            raise VerifyFailed(f"{a.target} is {a.state.value}, not patched{why}" + _next(a, opt_in))
         assert a.pin is not None
         if a.shadow_problem():
             raise VerifyFailed(f"{a.target} is patched, but {a.shadow_problem()}")
