@@ -219,27 +219,40 @@ def diff_regions(diff: str) -> list[dict]:
     says it is."""
     regions: list[dict] = []
     rel = None
+    old_left = new_left = 0  # lines of the current hunk still to come (its header's counts)
     for line in diff.splitlines():
-        if line.startswith("+++ "):
-            rel = line[4:].split("\t")[0].removeprefix("b/")
+        if old_left <= 0 and new_left <= 0:  # between hunks: file headers, a hunk header
+            if line.startswith("+++ "):
+                rel = line[4:].split("\t")[0].removeprefix("b/")
+                continue
+            m = _HUNK.match(line)
+            if m:
+                regions.append({
+                    "file": rel,
+                    "scope": m.group(5) or MODULE_SCOPE,
+                    "old_start": int(m.group(1)), "old_lines": int(m.group(2) or 1),
+                    "new_start": int(m.group(3)), "new_lines": int(m.group(4) or 1),
+                    "added": 0, "removed": 0, "comment": None,
+                })
+                old_left, new_left = regions[-1]["old_lines"], regions[-1]["new_lines"]
             continue
-        m = _HUNK.match(line)
-        if m:
-            regions.append({
-                "file": rel,
-                "scope": m.group(5) or MODULE_SCOPE,
-                "old_start": int(m.group(1)), "old_lines": int(m.group(2) or 1),
-                "new_start": int(m.group(3)), "new_lines": int(m.group(4) or 1),
-                "added": 0, "removed": 0, "comment": None,
-            })
-        elif regions and line.startswith("+"):
+        if line.startswith("\\"):  # "\ No newline at end of file"
+            continue
+        if line.startswith("+"):
+            new_left -= 1
+        elif line.startswith("-"):
+            old_left -= 1
+        else:
+            old_left -= 1
+            new_left -= 1
+        if line.startswith("+"):
             regions[-1]["added"] += 1
             r = regions[-1]
             if r["comment"] is None and not r.get("_code") and line[1:].lstrip().startswith("#"):
                 r["comment"] = line[1:].strip().lstrip("#").strip()
             elif line[1:].strip():
                 r["_code"] = True  # the added lines opened with code: no comment names them
-        elif regions and line.startswith("-"):
+        elif line.startswith("-"):
             regions[-1]["removed"] += 1
     for r in regions:
         r.pop("_code", None)

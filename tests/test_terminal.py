@@ -170,6 +170,18 @@ def test_regions_name_the_class_and_def_each_hunk_changes():
         "  line     1  # added: a comment  +2 -0", "  line     7  A.f                 +1 -1"]
 
 
+def test_regions_of_a_diff_of_several_files_count_each_hunk_alone():
+    """The next file's `--- a/...` header is not a removed line of the last hunk before it, and a
+    removed source line that reads `-- x` or `--- y` counts as removed."""
+    a_old, a_new = b"x = 1\n", b"x = 1\n# added\n"
+    b_old, b_new = b"-- x\n--- y\nz = 2\n", b"z = 2\n"
+    diff = render.unified_diff(a_old, a_new, "a.py") + render.unified_diff(b_old, b_new, "b.py")
+    regions = render.diff_regions(diff)
+    assert [(r["file"], r["added"], r["removed"]) for r in regions] == [("a.py", 1, 0), ("b.py", 0, 2)], diff
+    for r in regions:
+        assert r["old_lines"] - r["removed"] == r["new_lines"] - r["added"]  # the context, both sides
+
+
 # -- text for people: 100 columns, short hashes ----------------------------------------
 
 
