@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import render, shell
 from .fileset import SetAssessment
-from .state import Assessment, State
+from .state import Assessment, BackupState, State
 
 
 def file_report(a: Assessment) -> dict:
@@ -68,20 +68,30 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
     verdict = [f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})"]
     verdict += [f"note:    {n}" for n in s.notes]
     first = first_to_fix(s)
-    verdict += render.status_verdict(first)[1 + len(first.notes):]
     patched = {a.state in (State.PATCHED, State.PATCHED_OLDER) for a in s.files}
-    if s.journal is not None or len(patched) > 1:  # half applied (or reverted): either finishes it
+    if len(patched) > 1 and not _must_fix_first(first):
+        # half applied (or reverted), a killed run's or a hand's: either command finishes it, and
+        # that is the one next step (verify would fail until then)
         apply = (shell.ple4patch('apply', '--allow-unknown', s.engine.venv) if s.by_state(State.UNPINNED)
                  else shell.ple4patch('apply', s.engine.venv))
         verdict.append(f"next:    {apply}  (or revert): either makes the whole set one state")
+    else:
+        verdict += render.status_verdict(first)[1 + len(first.notes):]
     return "\n".join(body), "\n".join(verdict)
+
+
+def _must_fix_first(a: Assessment) -> bool:
+    """A file no apply or revert can finish until it is fixed (`first_to_fix`'s first kinds)."""
+    return bool(a.symlink_fix or a.shadowed_by) or a.state is State.MODIFIED or (
+        a.state in (State.PATCHED, State.PATCHED_OLDER) and a.backup is not BackupState.PRESENT)
 
 
 def first_to_fix(s: SetAssessment) -> Assessment:
     """The file whose next step is the set's: one that must be fixed first (a symlink, a
-    shadowing module, a modified file), else an unpinned one (apply refuses the whole set until
+    shadowing module, a modified file, a patched file without its backup), else an unpinned one (apply refuses the whole set until
     it is reviewed and opted in), else the layer."""
     for wanted in (lambda a: a.symlink_fix or a.shadowed_by, lambda a: a.state is State.MODIFIED,
+                   lambda a: a.state in (State.PATCHED, State.PATCHED_OLDER) and a.backup is not BackupState.PRESENT,
                    lambda a: a.state is State.UNPINNED):
         found = next((a for a in s.files if wanted(a)), None)
         if found is not None:

@@ -284,6 +284,12 @@ def check_set_after_kill(venv, set_pins, layer_patched, policy_patched, backups,
     assert (d["set"]["journal"] is not None) is journal
     if journal:
         assert any("interrupted" in n and JOURNAL_NAME in n for n in d["notes"]), d["notes"]
+    # one next step, and for a half-applied set the one that finishes it (verify would fail)
+    text = kit.run_real("status", venv, env=set_env(set_pins)).stdout
+    nexts = [line for line in kit.logical_lines(text) if line.startswith("next:")]
+    assert len(nexts) == 1, text
+    if layer_patched != policy_patched:
+        assert "either makes the whole set one state" in nexts[0] and "verify" not in nexts[0], text
 
 
 def check_set_converged(venv, set_pins, patched: bool):
