@@ -255,9 +255,15 @@ class SetAssessment:
 
     @property
     def state(self) -> str:
-        """The files' state when they agree, else `mixed` (a killed run's, or a hand edit's)."""
+        """The files' state when they agree; `unpinned` when none is patched and some are unpinned,
+        the others pristine (a release with a file no pin knows, as installed); else `mixed` (a
+        killed run's, a hand edit's, a layer patched before the set grew)."""
         states = {a.state for a in self.files}
-        return states.pop().value if len(states) == 1 else MIXED
+        if len(states) == 1:
+            return states.pop().value
+        if states == {State.PRISTINE, State.UNPINNED}:
+            return State.UNPINNED.value
+        return MIXED
 
     def by_state(self, *states: State) -> list[Assessment]:
         return [a for a in self.files if a.state in states]

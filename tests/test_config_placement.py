@@ -525,3 +525,10 @@ def test_every_suggested_apply_of_an_unpinned_config_set_is_the_opt_in(config_ve
     assert files and all(f["change"] == f"ple4patch apply --allow-unknown {config_venv}" for f in files), files
     assert kit.run_real("apply", "--allow-unknown", config_venv, env=env).returncode == EXIT_OK
     assert kit.run_real("verify", config_venv, env=env).returncode == EXIT_OK
+
+
+def test_a_fresh_config_era_install_is_unpinned_not_mixed(config_venv, pins):
+    """Layer pinned and pristine, vllm/config/vllm.py unpinned, nothing patched: the set is
+    `unpinned` (as installed), never `mixed` (the word for a half-applied set)."""
+    d = kit.json_of(kit.run_real("status", "--json", config_venv, env=kit.env_with([pins])))
+    assert [f["state"] for f in d["files"]] == ["pristine", "unpinned"] and d["set"]["state"] == "unpinned", d
