@@ -105,8 +105,9 @@ def test_missing_anchor_is_loud(old, new, anchor):
 def test_a_module_without_a_default_function_is_refused_and_not_a_member():
     text = standin().replace(f"def {HYBRID_FUNCTION}(", "def _other(")
     assert not config_places_ple(text)
-    with pytest.raises(TransformError, match="no default function"):
+    with pytest.raises(TransformError, match="anchor 'default function': none of _apply_sm70_qwen38_hybrid_ple_defaults") as err:
         patch_config_source(text)
+    assert " " not in err.value.anchor.replace("default function", "")  # a short anchor: prose wraps, a quoted list would not
     assert config_places_ple(standin()) and config_places_ple(patch_config_source(standin()))
 
 

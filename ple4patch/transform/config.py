@@ -43,8 +43,8 @@ class InjectConfigBlock(InjectPolicyBlock):
         found = [(i, s) for i, s in enumerate(tree.body)
                  if isinstance(s, cst.FunctionDef) and s.name.value in CONFIG_FUNCTIONS]
         if not found:
-            raise TransformError(f"def {' / def '.join(CONFIG_FUNCTIONS)}",
-                                 "no top-level placement function found; expected at least one")
+            raise TransformError("placement function",
+                                 f"no top-level def of {', '.join(CONFIG_FUNCTIONS)} found; expected at least one")
         return found[0]
 
 
@@ -66,7 +66,7 @@ class SkipConfigDefaults(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         wanted = tuple(name for name in CONFIG_DEFAULTS if defines(tree, name))
         if not wanted:
-            raise TransformError(f"def {' / def '.join(CONFIG_DEFAULTS)}", "no default function is defined")
+            raise TransformError("default function", f"none of {', '.join(CONFIG_DEFAULTS)} is defined")
         index, cls, at, fn = _post_init(tree)
         guard = _GuardIf(wanted, SKIP_CALL)
         new_fn = fn.visit(guard)
