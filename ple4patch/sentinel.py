@@ -10,7 +10,7 @@ import re
 
 # The id of the patch this version of ple4patch writes. Bump it whenever the
 # injected code or the transforms change what is written.
-PATCH_ID = "nvfp4-rowpacked-5"
+PATCH_ID = "nvfp4-rowpacked-6"
 
 SENTINEL_PREFIX = "# ple4patch: patch-id="
 _SENTINEL_RE = re.compile(r"^# ple4patch: patch-id=([A-Za-z0-9._-]+)\s*$", re.MULTILINE)

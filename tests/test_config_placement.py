@@ -273,10 +273,16 @@ def test_the_real_file_patches():
     assert out.count(sentinel_line()) == 1
     assert out.count("if not ple4_policy_skips_auto_placement(self) and (") == 1
     assert out.count("    if ple4_policy_declines_cascade(cfg):\n        return False\n") == 1
+    assert out.count("ple4_policy_check(self)") == 1
+    post_init = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.ClassDef) and n.name == "VllmConfig").body
+    post_init = next(n for n in post_init if isinstance(n, ast.FunctionDef) and n.name == "__post_init__")
+    first = post_init.body[1]  # after the docstring: the check, before any of the engine's own statements
+    assert isinstance(post_init.body[0].value, ast.Constant) and ast.unparse(first) == "ple4_policy_check(self)"
     assert policy_file.config_places_ple(out) and policy_file.config_placement(out) == (HYBRID_FUNCTION, CASCADE_FUNCTION)
     # everything else is the engine's own text
     assert strip_injected(out).replace("not ple4_policy_skips_auto_placement(self) and (", "(").replace(
-        "    if ple4_policy_declines_cascade(cfg):\n        return False\n", "").replace("\n\n\n\n\n", "\n\n") == text
+        "    if ple4_policy_declines_cascade(cfg):\n        return False\n", "").replace(
+        "        ple4_policy_check(self)\n", "").replace("\n\n\n\n\n", "\n\n") == text
 
 
 def _patched_gate(environ: dict, dtype: str) -> bool:

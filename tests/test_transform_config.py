@@ -21,7 +21,7 @@ from ple4patch.errors import TransformError
 from ple4patch.policy_file import AUTO_DISK_FUNCTION, HYBRID_FUNCTION, config_places_ple
 from ple4patch.sentinel import sentinel_line, strip_injected
 from ple4patch.transform import patch_config_source
-from ple4patch.transform.config import InjectConfigBlock, SkipConfigDefaults, config_transforms
+from ple4patch.transform.config import InjectConfigBlock, RefuseConfigConflicts, SkipConfigDefaults, config_transforms
 from ple4patch.transform.policy import DeclineCascade
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +42,8 @@ def test_golden():
 
 
 def test_the_changes_and_nothing_else():
-    """Outside the injected block the patch changes exactly the guarded `if` and the cascade's
-    first statement."""
+    """Outside the injected block the patch changes exactly the first statement of
+    `__post_init__` (the check), the guarded `if` and the cascade's first statement."""
     out = strip_injected(patch_config_source(standin()))
     before = [line for line in standin().splitlines() if line.strip()]
     after = [line for line in out.splitlines() if line.strip()]
@@ -51,6 +51,7 @@ def test_the_changes_and_nothing_else():
     removed = [line for line in before if line not in after]
     assert removed == ["        if self.sm70_qwen38_dual_compile_lane() and not any(", "        ):"]
     assert added == ["    if ple4_policy_declines_cascade(cfg):", "        return False",
+                     "        ple4_policy_check(self)",
                      "        if not ple4_policy_skips_auto_placement(self) and (self.sm70_qwen38_dual_compile_lane() and not any(",
                      "        )):"]
 
@@ -65,10 +66,11 @@ def test_sentinel_once_and_idempotence_refused():
 
 
 def test_each_change_is_its_own_transformer():
-    assert config_transforms(cst.parse_module(standin())) == (InjectConfigBlock, SkipConfigDefaults, DeclineCascade)
+    assert config_transforms(cst.parse_module(standin())) == (
+        InjectConfigBlock, RefuseConfigConflicts, SkipConfigDefaults, DeclineCascade)
     no_cascade = standin().replace("def _qwen4exp_ple_cascade_requested(", "def _other(").replace(
         "_qwen4exp_ple_cascade_requested(self)", "_other(self)")
-    assert config_transforms(cst.parse_module(no_cascade)) == (InjectConfigBlock, SkipConfigDefaults)
+    assert config_transforms(cst.parse_module(no_cascade)) == (InjectConfigBlock, RefuseConfigConflicts, SkipConfigDefaults)
     out = patch_config_source(no_cascade)
     assert GUARD in out and "ple4_policy_declines_cascade(cfg)" not in strip_injected(out)
 
@@ -90,6 +92,7 @@ CALL = "            _apply_sm70_qwen38_hybrid_ple_defaults(self.parallel_config)
 @pytest.mark.parametrize("old,new,anchor", [
     ("class VllmConfig:", "class OtherConfig:", "class VllmConfig"),
     ("    def __post_init__(self):", "    def post_init(self):", "def __post_init__"),
+    ("    def __post_init__(self):", "    def __post_init__(cfg):", "def __post_init__"),  # the check takes self
     (CALL, "            pass\n", f"if ...: {HYBRID_FUNCTION}(...)"),  # defined, never called there
     (CALL, CALL + "        if self.model_config is None:\n" + CALL.replace("    ", "  ", 1).replace("          ", "            "),
      f"if ...: {HYBRID_FUNCTION}(...)"),  # called from two `if`s
@@ -199,3 +202,42 @@ def test_the_patched_cascade_declines_an_nvfp4_request(monkeypatch):
     kernel.ple_disk_cascade = False  # the stock path decides (here: off by KernelConfig)
     assert mod._qwen4exp_ple_cascade_requested(cfg) is False
     assert kernel.ple_disk_cascade_reason == "disabled by KernelConfig"
+
+
+def test_the_check_goes_after_a_docstring():
+    text = standin().replace("    def __post_init__(self):\n", "    def __post_init__(self):\n        \"\"\"Verify.\"\"\"\n", 1)
+    out = patch_config_source(text)
+    assert '        """Verify."""\n        ple4_policy_check(self)\n' in out
+
+
+@pytest.mark.parametrize("dtype,refused", [("nvfp4_rowpacked", True), ("float8_e4m3fn", False)])
+@pytest.mark.parametrize("variable", ["VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE"])
+def test_an_explicit_conflict_is_refused_in_post_init(monkeypatch, dtype, refused, variable):
+    """The process that builds the config refuses an explicit conflicting variable for an NVFP4
+    request, in one line naming it and what to set, before the engine's own defaults run (so the
+    environment is left as the user set it); any other request starts as stock."""
+    environ = {variable: "1"}
+    mod = load(patch_config_source(standin()), monkeypatch, environ)
+    if refused:
+        with pytest.raises(ValueError) as err:
+            start(mod, dtype)
+        line = str(err.value)
+        assert "\n" not in line and f"{variable}=1 is set" in line and line.endswith(f"set {variable}=0")
+    else:
+        start(mod, dtype)
+    assert environ == {variable: "1"}
+    start(load(standin(), monkeypatch, {variable: "1"}), dtype)  # the stock module refuses nothing
+
+
+@pytest.mark.parametrize("program", ["/venv/bin/vllm", "/venv/lib/python3.12/site-packages/vllm/entrypoints/cli/main.py"])
+def test_an_explicit_cascade_on_the_command_line_is_refused_in_the_front_end(monkeypatch, program):
+    """`vllm serve --kernel-config '{"ple_disk_cascade": true}'`: the front end, which builds the
+    config from its own command line, refuses it (a Ray worker does not inherit that command line,
+    so the worker-side check in the layer could not see it)."""
+    monkeypatch.setattr(sys, "argv", [program, "serve", "/models/q", "--kernel-config", '{"ple_disk_cascade": true}'])
+    mod = load(patch_config_source(standin()), monkeypatch, {})
+    with pytest.raises(ValueError, match="ple_disk_cascade=true is set"):
+        start(mod, "nvfp4_rowpacked")
+    start(load(patch_config_source(standin()), monkeypatch, {}), "float8_e4m3fn")
+    monkeypatch.setattr(sys, "argv", [program, "serve", "/models/q", "--kernel-config", '{"ple_disk_cascade": false}'])
+    start(load(patch_config_source(standin()), monkeypatch, {}), "nvfp4_rowpacked")

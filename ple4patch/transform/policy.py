@@ -37,7 +37,8 @@ POLICY_MODULE = "nvfp4_policy"
 BLOCK_BEGIN = "# >>> ple4patch: injected NVFP4 PLE placement policy"
 BLOCK_END = "# <<< ple4patch: end of injected NVFP4 PLE placement policy"
 
-CHECK_CALL = "ple4_policy_check(self, defaults)"
+CHECK_FUNCTION = "ple4_policy_check"
+CHECK_CALL = f"{CHECK_FUNCTION}(self, defaults)"
 SKIP_CALL = "ple4_policy_skips_auto_placement"
 DECLINE_CALL = "ple4_policy_declines_cascade"
 
@@ -169,6 +170,11 @@ class SkipAutoDiskPlacement(CodemodCommand):
         return _replace_function(tree, index, new)  # type: ignore[arg-type]
 
 
+def after_docstring(stmts) -> int:
+    """Where a function body's first statement goes: after its docstring, if it has one."""
+    return 1 if stmts and m.matches(stmts[0], m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])) else 0
+
+
 class DeclineCascade(CodemodCommand):
     """``_qwen4exp_ple_cascade_requested`` returns False first for an NVFP4 request."""
 
@@ -181,8 +187,7 @@ class DeclineCascade(CodemodCommand):
             raise TransformError(f"def {CASCADE_FUNCTION}", "takes no config argument")
         cfg = params[0].name.value
         stmts = list(fn.body.body)  # type: ignore[union-attr]
-        at = 1 if stmts and m.matches(stmts[0], m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])) else 0
-        stmts.insert(at, cst.parse_statement(f"if {DECLINE_CALL}({cfg}):\n    return False\n"))
+        stmts.insert(after_docstring(stmts), cst.parse_statement(f"if {DECLINE_CALL}({cfg}):\n    return False\n"))
         return _replace_function(tree, index, fn.with_changes(body=fn.body.with_changes(body=stmts)))
 
 
