@@ -18,6 +18,7 @@ from .hashing import sha256_hex
 from .manifest import Manifest, Pin
 from .output_check import check_output
 from .paths import CONFIG_REL, POLICY_REL, rel_of
+from .sentinel import PATCH_ID
 from .state import Assessment, BackupState, State, classify
 
 PatchSource = Callable[[str], str]
@@ -68,6 +69,7 @@ class Plan:
     output: bytes
     output_sha: str
     from_backup: bool  # upgrading an older patch: the source is the backup
+    opted_in: bool = False  # unpinned, but an earlier `apply --allow-unknown` pinned these bytes locally
 
 
 def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bool]:
@@ -113,7 +115,12 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
               patch_source: PatchSource) -> Plan:
     e = a.engine
     source, pin, from_backup = source_for(a, manifest)
-    if pin is None and not (allow_unknown or dry_run):
+    opted_in = pin is not None and pin.is_local  # an earlier `apply --allow-unknown` of these bytes
+    if opted_in and pin.patch_id != PATCH_ID:
+        # Recorded by an older ple4patch: the opt-in was for these engine bytes, and it stands;
+        # the output of this build is pinned anew when it is written (the old id kept as older).
+        pin = None
+    if pin is None and not (allow_unknown or dry_run or opted_in):
         why = WHY_PATCHED.get(rel_of(e.target))
         shipped = f"{e.target} is as shipped with 1cat-vllm {e.version} (matches its RECORD)"
         what = f"{shipped}, and {why}" if why else f"{shipped} but no manifest pins it"
@@ -138,7 +145,7 @@ def make_plan(a: Assessment, manifest: Manifest, *, allow_unknown: bool, dry_run
                            "bytes of one): ple4patch patches UTF-8 sources only, as 1Cat-vLLM ships them; "
                            "nothing written, and this engine build cannot be patched") from None
     output = build_output(text, str(e.target), pin, patch_source)
-    return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup)
+    return Plan(source, sha256_hex(source), pin, output, sha256_hex(output), from_backup, opted_in)
 
 
 def is_patched_output_of(backup: bytes, current: bytes, rel: str) -> bool:

@@ -28,6 +28,7 @@ from ple4patch.errors import (
     VerifyFailed,
 )
 from ple4patch.paths import TARGET_REL, backup_path
+from ple4patch.sentinel import PATCH_ID
 
 MAN = fake_manifest(PRISTINE_A, PRISTINE_B)
 
@@ -500,3 +501,50 @@ def test_the_lock_file_is_readable_by_all_under_a_strict_umask(tmp_path):
     err = fsio._lock_unopenable(lock, PermissionError(13, "Permission denied"))
     assert f"cannot open the lock file {lock} (mode 0644, owner uid {os.getuid()})" in str(err)
     assert "chmod a+r" in str(err) and isinstance(err, fsio.NotWritable)
+
+
+@pytest.mark.parametrize("left", ["patched", "reverted"])
+def test_an_opt_in_of_an_older_ple4patch_stands_after_an_upgrade(venv_a, left):
+    """A file applied with --allow-unknown by an older ple4patch (its local pin names the old
+    patch id): this build upgrades it (or patches it again after a revert) with a plain `apply`,
+    pins its own output beside the old one, and verify passes. The opt-in was for the engine's
+    bytes; the output is this build's own."""
+    from kit.fakepatch import OLD_PATCH_ID
+
+    target = kit.target_of(venv_a)
+    empty = m.Manifest()
+    old_out = fake_patch_old(PRISTINE_A.decode()).encode()
+    old_pin = m.local_pin(pristine=kit.sha256_hex(PRISTINE_A), patched=kit.sha256_hex(old_out),
+                          patch_id=OLD_PATCH_ID, version="1.5.0", size=len(PRISTINE_A))
+    paths.local_pins_path(target).write_bytes(m.add_local_pin(m.Manifest(), old_pin).dumps().encode())
+    if left == "patched":  # what the older build's apply leaves
+        target.write_bytes(old_out)
+        backup_path(target).write_bytes(PRISTINE_A)
+    r = do(commands.status.run, venv_a, manifest=empty)
+    assert r.data["state"] == ("patched_older" if left == "patched" else "pristine"), r.message
+    r = do(commands.apply.run, venv_a, manifest=empty, dry_run=True)
+    assert "opted in by an earlier" in r.message and "upgrade it with: ple4patch apply /" in r.message, r.message
+    r = do(commands.apply.run, venv_a, manifest=empty)
+    assert r.data["changed"] and r.data["pin"]["source"] == "local"
+    assert target.read_bytes() == fake_patch(PRISTINE_A.decode()).encode()
+    assert backup_path(target).read_bytes() == PRISTINE_A
+    pins = m.load_local(target).pins[kit.sha256_hex(PRISTINE_A)]
+    assert pins.patch_id == PATCH_ID and pins.older == {OLD_PATCH_ID: kit.sha256_hex(old_out)}
+    assert do(commands.status.run, venv_a, manifest=empty).data["state"] == "patched"
+    assert do(commands.verify.run, venv_a, manifest=empty).exit_code == 0
+    assert do(commands.revert.run, venv_a, manifest=empty).data["restored"]
+    assert target.read_bytes() == PRISTINE_A
+
+
+def test_a_local_pin_does_not_stand_for_other_bytes(venv_a):
+    """The older opt-in is for its own pristine bytes only: another file is still unpinned."""
+    from kit.fakepatch import OLD_PATCH_ID
+
+    target = kit.target_of(venv_a)
+    other = PRISTINE_B
+    old_pin = m.local_pin(pristine=kit.sha256_hex(other), patched="0" * 64, patch_id=OLD_PATCH_ID,
+                          version="1.5.0", size=len(other))
+    paths.local_pins_path(target).write_bytes(m.add_local_pin(m.Manifest(), old_pin).dumps().encode())
+    with pytest.raises(UnpinnedFile):
+        do(commands.apply.run, venv_a, manifest=m.Manifest())
+    assert target.read_bytes() == PRISTINE_A

@@ -129,12 +129,19 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
     for a, p in plans:
         assert a.current_bytes is not None
         diff += render.unified_diff(a.current_bytes, p.output, rel_of(a.target))
-    unpinned = [a for a, p in plans if p.pin is None]
+    unpinned = [a for a, p in plans if p.pin is None and not p.opted_in]
     if unpinned:
         names = "".join(f"\n  {a.target}" for a in unpinned)
         msg = (
             f"dry run: nothing written. NOT pinned: 1cat-vllm {e.version} as shipped:{names}\n"
             f"if the change looks right, patch it with: {shell.ple4patch('apply', '--allow-unknown', e.venv)}"
+        )
+    elif any(p.pin is None for _a, p in plans):
+        names = "".join(f"\n  {a.target}" for a, p in plans if p.pin is None)
+        msg = (
+            f"dry run: nothing written. Not pinned by this ple4patch, but opted in by an earlier "
+            f"`apply --allow-unknown` (a local pin of an older patch id):{names}\n"
+            f"if the change looks right, upgrade it with: {shell.ple4patch('apply', e.venv)}"
         )
     else:
         labels = list(dict.fromkeys(p.pin.shown_label for _a, p in plans))  # type: ignore[union-attr]
