@@ -12,6 +12,7 @@ import json
 import math
 import os
 import struct
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -255,7 +256,9 @@ def test_cli_option_variable_and_usage_errors(real, tmp_path: Path) -> None:
 
 # -- an FP8 table: pinned through torch's caching host allocator ---------------------------------------
 
-DATA = Path(__file__).resolve().parent / "data" / "engines"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools import engine_corpus  # noqa: E402  (tests/data/engines/INDEX.md, or ../shared/engines)
+
 FP8_RANK_BYTES = REAL_RANK_ROWS * 160  # 12,800,061,440 B (11.92 GiB) per TP4 rank
 
 
@@ -279,7 +282,7 @@ def test_fp8_pin_rule_of_each_release() -> None:
             "fork-qixiao02-0aac941e": PIN_PAGE, "main-45d0a3bb": PIN_POWER_OF_TWO}
     seen = 0
     for folder, rule in want.items():
-        path = (ENGINES if folder.startswith("1cat") else DATA) / folder / "ple_layer.py"
+        path = ENGINES / folder / "ple_layer.py" if folder.startswith("1cat") else engine_corpus.stored(folder, "ple_layer.py")
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")

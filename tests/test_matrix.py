@@ -9,6 +9,8 @@ manifest tests/fixtures/standin_manifest.json.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import kit
@@ -99,7 +101,10 @@ def test_shipped_manifest_pins_every_shared_file():
 
 from ple4patch.paths import POLICY_REL, TARGET_REL  # noqa: E402
 
-REAL_POLICY = kit.REPO / "tests/data/engines/main-51c0f972/runtime_defaults.py"  # 1CatAI/1Cat-vLLM 51c0f972
+sys.path.insert(0, str(kit.REPO))
+from tools import engine_corpus  # noqa: E402
+
+REAL_POLICY = engine_corpus.stored("main-51c0f972", "runtime_defaults.py")  # 1CatAI/1Cat-vLLM 51c0f972
 
 
 def real_policy() -> bytes:

@@ -8,6 +8,7 @@ run against the fake engine modules of tests/policy_harness.py.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,10 @@ from ple4patch.transform.policy import (
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests/fixtures/standin_engine/vllm/platforms/runtime_defaults.py"
 GOLDEN = REPO / "tests/fixtures/transform/policy.after.py"
-REAL = REPO / "tests/data/engines/main-51c0f972/runtime_defaults.py"
+sys.path.insert(0, str(REPO))
+from tools import engine_corpus  # noqa: E402  (tests/data/engines/INDEX.md, or ../shared/engines)
+
+REAL = engine_corpus.stored("main-51c0f972", "runtime_defaults.py")
 
 CPU_LINE = (
     "ple_embedding_dtype='nvfp4_rowpacked' pins the PLE table in each GPU worker, but "
@@ -43,11 +47,6 @@ def standin() -> str:
 
 
 def _real_policies() -> list:
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    from tools import engine_corpus
-
     rows = engine_corpus.corpus_files("runtime_defaults.py")
     return [pytest.param(row, id=row.label) for row in rows] or [
         pytest.param(None, marks=pytest.mark.skip(reason="no real policy file is present (tests/data/engines)"), id="none")]
@@ -58,8 +57,6 @@ REAL_POLICIES = _real_policies()  # 1CatAI/1Cat-vLLM 51c0f972, areslp/1Cat-vLLM 
 
 def real(row=None) -> str:
     if row is not None:
-        from tools import engine_corpus
-
         return engine_corpus.check(row).decode("utf-8")
     if not REAL.is_file():
         pytest.skip(f"the real policy file is not stored ({REAL})")

@@ -2,7 +2,9 @@
 
 INDEX.md (committed) gives each file's provenance, size and sha256. The files themselves are
 public engine code and are not committed: they live in git-ignored folders beside INDEX.md on a
-machine that has them, and every test that reads one skips when it is absent.
+machine that has them, or in a folder of the same name under ``../shared/engines`` (beside the
+checkout, as CI has it: a row's file found there counts as present), and every test that reads
+one skips when it is absent.
 
 `indexed(name)` lists every INDEX.md row for one file name (``ple_layer.py``,
 ``runtime_defaults.py``, ``vllm.py``: the files ple4patch patches, the last the engine's
@@ -25,6 +27,7 @@ from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
 from ple4patch.policy_file import config_placement
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines"
+SHARED_DIR = Path(__file__).resolve().parents[2] / "shared" / "engines"  # ../shared/engines of the checkout
 # The file names of INDEX.md rows, and where each file lives in an installed engine.
 ENGINE_PATHS = {"ple_layer.py": TARGET_REL, "runtime_defaults.py": POLICY_REL, "vllm.py": CONFIG_REL,
                 "ple_offload_layer.py": "vllm/model_executor/layers/ple_offload_layer.py",
@@ -72,8 +75,22 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
         if file == "vllm.py" and pin != "no":  # tools/pin_manifest.py ships no pin of CONFIG_REL
             raise ValueError(f"INDEX.md row {label}: ple4patch ships no pin of {CONFIG_REL} (the module changes "
                              "with almost every commit; a fork's file is test data only), so its pin must be no")
-        rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, base / label / file))
+        rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, locate(base, label, file)))
     return rows
+
+
+def locate(base: Path, label: str, file: str) -> Path:
+    """Where a row's file is: in its folder beside INDEX.md, else (for the committed INDEX.md) in
+    the folder of the same name under ../shared/engines; the first path when neither has it."""
+    here = base / label / file
+    if base == CORPUS_DIR and not here.is_file() and (SHARED_DIR / label / file).is_file():
+        return SHARED_DIR / label / file
+    return here
+
+
+def stored(label: str, file: str) -> Path:
+    """The path of one row's file (present or not), by its INDEX.md label and file name."""
+    return locate(CORPUS_DIR, label, file)
 
 
 def indexed(name: str = "ple_layer.py", base: Path = CORPUS_DIR) -> list[CorpusFile]:
