@@ -1,4 +1,4 @@
-"""The config patch: ``vllm/config/vllm.py`` skips its automatic PLE placement for an NVFP4 request.
+"""The config patch: ``vllm/config/vllm.py`` refuses settings that conflict with an NVFP4 request and skips its automatic PLE placement for it.
 
 Releases before the start-up policy file place the PLE table from the VllmConfig module
 (ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250, ``vllm/config/vllm.py``:
