@@ -697,6 +697,8 @@ def test_the_engine_line_of_a_set_with_an_unpinned_member_needs_the_opt_in(confi
     assert "set unpinned" in " ".join(text.split()) and "--allow-unknown" in " ".join(text.split())
     with pytest.raises(UnpinnedFile):  # the plain apply the layer alone would suggest
         commands.apply.run(venv)
+    fp8 = ckpt_report.render_text(inspect(cf.make(tmp_path / "fp8", "fp8"), meminfo(), venv=venv))
+    assert "next:" not in fp8  # the engine reads an FP8 table as installed: nothing to do for it
     assert commands.apply.run(venv, allow_unknown=True).exit_code == 0
     report = inspect(cf.make(tmp_path / "nvfp4b", "nvfp4_rowpacked"), meminfo(), venv=venv)
     assert report.ok and (report.engine["state"], report.engine["set_state"]) == ("patched", "patched")
@@ -721,6 +723,7 @@ def test_the_engine_line_of_a_half_applied_set_gives_the_sets_next_step(config_s
     e = report.engine
     assert (e["state"], e["set_state"], e["next_step"]) == ("pristine" if problem else "patched", "mixed", step)
     assert report.ok is not problem  # the layer patched reads the table; the set is still half applied
+    assert f"next: {step.replace('  ', ' ')}" in " ".join(ckpt_report.render_text(report).split())
     assert commands.apply.run(venv).data["set"]["state"] == "patched"  # the step does what it says
 
 

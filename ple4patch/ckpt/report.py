@@ -16,7 +16,7 @@ from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
-from .venv_engine import UNKNOWN_READS
+from .venv_engine import MADE_STATES, UNKNOWN_READS
 
 SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
@@ -171,7 +171,8 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
 
 def _engine_lines(e: dict[str, Any]) -> list[str]:
     """The engine line: its PLE layer's state (what it reads), the patch set's where the set has
-    more files, and the set's next step (`ple4patch status`'s) until the set is patched."""
+    more files, and the set's next step (`ple4patch status`'s) when the engine cannot read the
+    table, or reads it with the rest of its set not patched with the layer."""
     pid = f", patch {e['patch_id']}" if e["patch_id"] else ""
     files = e.get("set_files") or []
     of_set = f" (set of {len(files)} files: {e['set_state']})" if len(files) > 1 else ""
@@ -182,7 +183,8 @@ def _engine_lines(e: dict[str, Any]) -> list[str]:
         can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
         line = f"{head}reads {', '.join(e['reads'])}: {can}"
     step = e.get("next_step")
-    return [line] + ([f"            next: {step}"] if step and e.get("set_state") != "patched" else [])
+    due = e["can_read"] is False or (e["state"] in MADE_STATES and e.get("set_state") != "patched")
+    return [line] + ([f"            next: {step}"] if step and due else [])
 
 
 def _scan_line(s: ScanResult) -> str:
