@@ -45,7 +45,7 @@ from typing import Mapping
 
 from . import engine as engine_mod
 from . import manifest as manifest_mod
-from . import shell, write
+from . import serve_model, shell, write
 from .ckpt.inspect import inspect_checkpoint
 from .ckpt.layout import STOCK_ENGINE_READS
 from .ckpt.memory import UPPER_BOUND_WHY, gib
@@ -89,7 +89,7 @@ class ServeOptions:
     cascade: bool | None = None  # --kernel-config ple_disk_cascade, when given
     tensor_parallel_size: int | None = None
     tp_option: str | None = None  # how it was given: "--tensor-parallel-size 4", "-tp 4"
-    model: str | None = None  # the model: `vllm serve MODEL ...`'s first word, or --model
+    model: str | None = None  # the model the engine loads (`serve_model.model_of`); None: CHECKPOINT_DIR
     model_option: str | None = None
     environ: dict = field(default_factory=dict)  # NAME=VALUE words before the command (`env NAME=VALUE vllm ...`)
 
@@ -143,9 +143,10 @@ def parse_serve_args(text: str | None) -> ServeOptions:
     engine's parser reads them: ``--config FILE.yaml`` stands for the options in that file (the
     command line wins), ``_`` and ``-`` are the same in a name, values are given as the next
     word or attached (`_option`), and the kernel config is merged by
-    ``kernels.nvfp4_policy.ple4_policy_kernel_config``. A command line the engine's parser
-    would refuse, or an abbreviation of an option read here, is a usage error naming what to
-    change."""
+    ``kernels.nvfp4_policy.ple4_policy_kernel_config``; the model is the one the engine loads
+    (``serve_model.model_of``). A command line the engine's parser would refuse, one that loads
+    the engine's default model, or an abbreviation of an option read here, is a usage error
+    naming what to change."""
     out = ServeOptions()
     if not text:
         return out
@@ -153,14 +154,8 @@ def parse_serve_args(text: str | None) -> ServeOptions:
         given = shlex.split(text)
     except ValueError as exc:
         raise UsageError(f"--serve-args: cannot split {text!r} as a shell would ({exc})") from None
-    given, out.environ = _options_of(given)
+    given, out.environ, form, prefix = _options_of(given)
     _check_config_option(given)
-    if given and not given[0].startswith("-"):  # `vllm serve MODEL [options]`: the CLI's model wins
-        out.model, out.model_option = given[0], given[0]
-        if len(given) > 1 and not given[1].startswith("-"):
-            raise UsageError(f"--serve-args: vllm serve takes one model, and this names two ({given[0]} and "
-                             f"{given[1]}): vllm serve would refuse {given[1]} as an unrecognized argument; give "
-                             "the one model the server loads")
     try:
         cascade = policy.ple4_policy_cli_cascade(given, read_config=_yaml_words)
         pairs = policy.ple4_policy_expand_config(given, read_config=_yaml_words)
@@ -187,10 +182,7 @@ def parse_serve_args(text: str | None) -> ServeOptions:
             if i >= len(pairs):
                 raise UsageError(f"--serve-args: {word} needs a value")
             value, i = pairs[i][0], i + 1
-        if name == "--model":
-            if out.model is None or out.model_option.startswith("--model"):
-                out.model, out.model_option = value, f"--model {value}"
-        elif name in ("--load-format", "--quantization"):
+        if name in ("--load-format", "--quantization"):
             out.settings[name] = value
         elif name == "--tensor-parallel-size":
             try:
@@ -198,7 +190,21 @@ def parse_serve_args(text: str | None) -> ServeOptions:
             except ValueError:
                 raise UsageError(f"--serve-args: {spelled} takes a number, got {value!r}") from None
             out.tp_option = f"{spelled} {value}"
+    cli = [policy._ple4_option_name(w) if w.startswith("--") else w for w in given]
+    from_file = [word for word, source in pairs if source is not None]
+    out.model, out.model_option = serve_model.model_of(cli, from_file, form, _arity, prefix)
     return out
+
+
+def _arity(word: str) -> str | None:
+    """How an option the preflight reads takes its value (`serve_model.classify`): "next",
+    "attached", or None for any other option."""
+    name, value = _option(word, None)
+    if name is None:
+        if not (word.startswith("--") and policy.ple4_policy_is_kernel_config(word.split("=")[0].split(".")[0])):
+            return None
+        return "attached" if "=" in word else "next"
+    return "next" if value is None else "attached"
 
 
 # `NAME=VALUE` before a command: the shell's (and env's) way to set a variable for it alone.
@@ -207,7 +213,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 CLI_MAIN_MODULE = "vllm.entrypoints.cli.main"
 
 
-def _options_of(words: list[str]) -> tuple[list[str], dict[str, str]]:
+def _options_of(words: list[str]) -> tuple[list[str], dict[str, str], str, str]:
     """The words after the command that starts the server, when --serve-args begins with one,
     and the variables set for it alone (``NAME=VALUE`` words first, or ``env NAME=VALUE``, by
     any path): ``vllm serve`` (the console script, by any path; ``serve`` alone as in the
@@ -215,7 +221,8 @@ def _options_of(words: list[str]) -> tuple[list[str], dict[str, str]]:
     module behind the console script) or ``python -m vllm.entrypoints.openai.api_server`` (any
     other ``vllm.entrypoints`` module), the forms the patched engine reads its command line from
     (``kernels.nvfp4_policy._ple4_policy_command_line``). Another ``vllm`` subcommand, or an
-    option of ``env``, is a usage error."""
+    option of ``env``, is a usage error. Also how they were given (`serve_model.SERVE`,
+    `serve_model.MODULE` or `serve_model.OPTIONS_ALONE`) and the command as written."""
     environ: dict[str, str] = {}
     while words:
         if _ASSIGNMENT.match(words[0]):
@@ -229,21 +236,21 @@ def _options_of(words: list[str]) -> tuple[list[str], dict[str, str]]:
         else:
             break
     if not words:
-        return words, environ
+        return words, environ, serve_model.OPTIONS_ALONE, "vllm serve"
     program = os.path.basename(words[0])
     python_module = re.fullmatch(r"python[0-9.]*", program) and len(words) > 2 and words[1] == "-m"
     if program == "vllm" or (python_module and words[2] == CLI_MAIN_MODULE):
         at = 1 if program == "vllm" else 3
         if len(words) > at and words[at] == "serve":
-            return words[at + 1:], environ
+            return words[at + 1:], environ, serve_model.SERVE, " ".join(words[:at + 1])
         sub = f"vllm {words[at]}" if len(words) > at else "vllm"
         raise UsageError(f"--serve-args: `{sub}` does not start the server: give the command line of "
                          "`vllm serve MODEL ...` (or its options alone)")
     if words[0] == "serve":
-        return words[1:], environ
+        return words[1:], environ, serve_model.SERVE, "vllm serve"
     if python_module and words[2].startswith("vllm.entrypoints."):
-        return words[3:], environ
-    return words, environ
+        return words[3:], environ, serve_model.MODULE, " ".join(words[:3])
+    return words, environ, serve_model.OPTIONS_ALONE, "vllm serve"
 
 
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml")  # the engine's load_config_file takes only these

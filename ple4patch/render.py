@@ -81,8 +81,8 @@ def _short(sha: str | None) -> str:
     return sha if sha else "-"
 
 
-def _next_step(a: Assessment) -> str | None:
-    """What to do next: every step named here does what it says in this state."""
+def file_next_step(a: Assessment) -> str | None:
+    """What to do next about one file: every step named here does what it says in this state."""
     e = a.engine
     first = a.corrupt_backup_first()
     reinstall = f"reinstall the engine ({reinstall_hint(e)}), then `{shell.ple4patch('apply', e.venv)}`"
@@ -127,7 +127,7 @@ def status_body(a: Assessment) -> list[str]:
 def status_verdict(a: Assessment, *, next_step: bool = True) -> list[str]:
     """One file's verdict: its state, its notes and (`next_step`) what to do next."""
     lines = [f"state:   {state_line(a)}"] + [f"note:    {n}" for n in a.notes]
-    nxt = _next_step(a) if next_step else None
+    nxt = file_next_step(a) if next_step else None
     if nxt:
         lines.append(f"next:    {nxt}")
     return lines

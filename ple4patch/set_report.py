@@ -67,6 +67,15 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
         body += [f"note:    {n}" for n in a.notes]
     verdict = [f"set:     {s.state} ({len(s.files)} files: {', '.join(s.rels)})"]
     verdict += [f"note:    {n}" for n in s.notes]
+    step = next_step(s)
+    if step:
+        verdict.append(f"next:    {step}")
+    return "\n".join(body), "\n".join(verdict)
+
+
+def next_step(s: SetAssessment) -> str | None:
+    """The set's one next step (`ple4patch status`'s `next:`): for a half-applied set the apply
+    (or revert) that finishes it, else the step of the file to fix first (`first_to_fix`)."""
     first = first_to_fix(s)
     patched = {a.state in (State.PATCHED, State.PATCHED_OLDER) for a in s.files}
     if len(patched) > 1 and not _must_fix_first(first):
@@ -74,10 +83,8 @@ def status_parts(s: SetAssessment) -> tuple[str, str]:
         # that is the one next step (verify would fail until then)
         apply = (shell.ple4patch('apply', '--allow-unknown', s.engine.venv) if s.by_state(State.UNPINNED)
                  else shell.ple4patch('apply', s.engine.venv))
-        verdict.append(f"next:    {apply}  (or revert): either makes the whole set one state")
-    else:
-        verdict += render.status_verdict(first)[1 + len(first.notes):]
-    return "\n".join(body), "\n".join(verdict)
+        return f"{apply}  (or revert): either makes the whole set one state"
+    return render.file_next_step(first)
 
 
 def _must_fix_first(a: Assessment) -> bool:

@@ -647,6 +647,86 @@ def test_venv_stock_engine_cannot_read_nvfp4(tmp_path: Path, meminfo) -> None:
         assert "reads: not known" in text and "reads this layout" not in text
 
 
+# The engine's patch set on a real installed wheel: the stand-in layer and the config-era
+# VllmConfig module (tests/fixtures/config_era, after ChainZeaxion/1Cat-vLLM ebeb346a's
+# vllm/config/vllm.py), pinned at session start (`kit.standin_config_set_manifests`). The engine
+# line judges the set, and its next step is the one `ple4patch status` gives.
+
+
+@pytest.fixture
+def config_set(wheelhouse, engine_venv, tmp_path_factory, monkeypatch):
+    """(venv, pin the layer only, pin both files): the config-era set installed by pip."""
+    import kit
+
+    paths, _pins = kit.standin_config_set_manifests(tmp_path_factory.getbasetemp())
+
+    def pin(*which: Path) -> None:
+        monkeypatch.setenv("PLE4PATCH_EXTRA_MANIFESTS", ":".join(map(str, which)))
+
+    venv = engine_venv(wheelhouse.engine_set_of("config"))
+    return venv, (lambda: pin(paths[0])), (lambda: pin(*paths))
+
+
+def _status_next(venv: Path) -> str:
+    from ple4patch import commands
+
+    (line,) = [ln for ln in commands.status.run(venv).message.splitlines() if ln.startswith("next:")]
+    return line.removeprefix("next:").strip()
+
+
+def _undo(target: Path) -> None:
+    """Put one file of an applied set back as the engine ships it (a half-applied set)."""
+    from ple4patch.paths import backup_path
+
+    backup_path(target).replace(target)
+
+
+def test_the_engine_line_of_a_set_with_an_unpinned_member_needs_the_opt_in(config_set, tmp_path, meminfo):
+    from ple4patch import commands
+    from ple4patch.errors import UnpinnedFile
+
+    venv, pin_layer, _pin_both = config_set
+    pin_layer()  # the layer is pinned, vllm/config/vllm.py is not: apply refuses without the opt-in
+    report = inspect(cf.make(tmp_path / "nvfp4", "nvfp4_rowpacked"), meminfo(), venv=venv)
+    (p,) = report.problems
+    assert p.code == "engine" and p.message.endswith(f"next: {_status_next(venv)}"), p.message
+    assert f"`ple4patch apply --allow-unknown {venv}`" in p.message
+    e = report.engine
+    assert (e["state"], e["set_state"], e["next_step"]) == ("pristine", "unpinned", _status_next(venv))
+    text = ckpt_report.render_text(report)
+    assert "set unpinned" in " ".join(text.split()) and "--allow-unknown" in " ".join(text.split())
+    with pytest.raises(UnpinnedFile):  # the plain apply the layer alone would suggest
+        commands.apply.run(venv)
+    fp8 = ckpt_report.render_text(inspect(cf.make(tmp_path / "fp8", "fp8"), meminfo(), venv=venv))
+    assert "next:" not in fp8  # the engine reads an FP8 table as installed: nothing to do for it
+    assert commands.apply.run(venv, allow_unknown=True).exit_code == 0
+    report = inspect(cf.make(tmp_path / "nvfp4b", "nvfp4_rowpacked"), meminfo(), venv=venv)
+    assert report.ok and (report.engine["state"], report.engine["set_state"]) == ("patched", "patched")
+
+
+@pytest.mark.parametrize("undone, problem", [("layer", True), ("config", False)])
+def test_the_engine_line_of_a_half_applied_set_gives_the_sets_next_step(config_set, tmp_path, meminfo,
+                                                                         undone, problem):
+    import kit
+    from ple4patch import commands
+    from ple4patch.paths import CONFIG_REL, TARGET_REL
+
+    venv, _pin_layer, pin_both = config_set
+    pin_both()
+    assert commands.apply.run(venv).exit_code == 0
+    _undo(kit.site_packages(venv) / (TARGET_REL if undone == "layer" else CONFIG_REL))
+    report = inspect(cf.make(tmp_path / "nvfp4", "nvfp4_rowpacked"), meminfo(), venv=venv)
+    step = _status_next(venv)
+    assert step == f"ple4patch apply {venv}  (or revert): either makes the whole set one state"
+    found = report.problems if problem else report.warnings
+    assert [p.code for p in found] == ["engine"] and found[0].message.endswith(f"next: {step}"), found
+    e = report.engine
+    assert (e["state"], e["set_state"], e["next_step"]) == ("pristine" if problem else "patched", "mixed", step)
+    assert report.ok is not problem  # the layer patched reads the table; the set is still half applied
+    assert f"next: {step.replace('  ', ' ')}" in " ".join(ckpt_report.render_text(report).split())
+    assert commands.apply.run(venv).data["set"]["state"] == "patched"  # the step does what it says
+
+
 def test_venv_without_engine(tmp_path: Path, meminfo) -> None:
     from ple4patch.errors import EngineNotFound
 

@@ -677,6 +677,100 @@ def test_serve_args_launch_forms_vllm_would_refuse(serve_args, match):
         preflight.parse_serve_args(serve_args)
 
 
+# -- the model, as vllm serve takes it -----------------------------------------------------------------
+# 1CatAI/1Cat-vLLM ae13773a0deebf583022613c4508e5072cedef91: vllm/entrypoints/openai/cli_args.py's
+# make_arg_parser adds one optional positional `model_tag` (nargs="?"), which argparse also finds
+# after options; vllm/utils/argparse_utils.py's FlexibleArgumentParser.parse_args moves the first
+# `--model X` in front of the other words (so a positional besides it is a second one) and refuses
+# --served-model-name when an option comes first, and _pull_args_from_config refuses a --config
+# with no model after `serve` nor in the file; vllm/entrypoints/cli/serve.py's cmd serves the
+# positional, else --model, else ModelConfig.model's default (vllm/config/model.py:
+# "Qwen/Qwen3-0.6B"); vllm/entrypoints/openai/api_server.py's __main__ loads args.model only.
+
+DEFAULT = "so it would load its default model Qwen/Qwen3-0.6B, not CHECKPOINT_DIR"
+
+
+@pytest.mark.parametrize("serve_args, message", [
+    ("vllm serve", f"`vllm serve` here names no model, {DEFAULT}: write `vllm serve CHECKPOINT_DIR [options]`"),
+    ("vllm serve -tp 2 --enforce-eager", f"`vllm serve` here names no model, {DEFAULT}"),
+    ("serve --kernel-config.ple_disk_cascade false", f"`vllm serve` here names no model, {DEFAULT}"),
+    ("python -m vllm.entrypoints.cli.main serve -tp 2",
+     f"`python -m vllm.entrypoints.cli.main serve` here names no model, {DEFAULT}"),
+    ("python -m vllm.entrypoints.openai.api_server -tp 2",
+     f"`python -m vllm.entrypoints.openai.api_server` here names no --model, {DEFAULT}: write "
+     "`python -m vllm.entrypoints.openai.api_server --model CHECKPOINT_DIR [options]`"),
+    ("python -m vllm.entrypoints.openai.api_server /ckpt",
+     "python -m vllm.entrypoints.openai.api_server does not load a positional model (/ckpt): only vllm serve "
+     "takes one, and this loads --model (else Qwen/Qwen3-0.6B): write --model /ckpt"),
+    ("vllm serve --config port.yaml", "vllm serve refuses --config port.yaml with no model right after serve and "
+     "none in the file (\"No model specified!\"): write `vllm serve CHECKPOINT_DIR --config port.yaml ...`"),
+    ("vllm serve -tp 2 /ckpt --config port.yaml", "vllm serve refuses --config port.yaml with no model right after"),
+    ("vllm serve -tp 2 --served-model-name qwen", "vllm serve refuses --served-model-name unless the model comes "
+     "first (`model` should be provided as the first positional argument)"),
+    ("vllm serve --port 8000", "ple4patch cannot tell whether 8000 is the value of --port or the model vllm serve "
+     "loads (it does not know the engine's whole option list): put the model right after serve"),
+])
+def test_a_serve_command_line_that_does_not_load_its_model_is_refused(tmp_path, monkeypatch, serve_args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "port.yaml").write_text("port: 8001\n")
+    with pytest.raises(UsageError) as err:
+        preflight.parse_serve_args(serve_args)
+    assert str(err.value).startswith(f"--serve-args: {message}"), str(err.value)
+
+
+@pytest.mark.parametrize("serve_args, first, second", [
+    ("vllm serve /a -tp 2 /b", "/a", "/b"),
+    ("vllm serve -tp 2 /a /b", "/a", "/b"),
+    ("vllm serve /a --max-model-len=4096 /b", "/a", "/b"),  # an attached value: argparse takes no more
+    ("vllm serve /a --kernel-config.ple_disk_cascade false /b", "/a", "/b"),  # a dotted option takes one word
+    ("vllm serve /a -q gguf --config port.yaml /b", "/a", "/b"),
+])
+def test_a_second_model_after_options_is_refused(tmp_path, monkeypatch, serve_args, first, second):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "port.yaml").write_text("port: 8001\n")
+    with pytest.raises(UsageError) as err:
+        preflight.parse_serve_args(serve_args)
+    assert str(err.value) == (f"--serve-args: vllm serve takes one model, and this names two ({first} and {second}): "
+                              f"vllm serve would refuse {second} as an unrecognized argument; give the one model the "
+                              "server loads")
+
+
+@pytest.mark.parametrize("serve_args", ["vllm serve /a --model /b", "/a --model=/b", "vllm serve -tp 2 --model /b /a"])
+def test_a_positional_model_beside_model_is_a_second_model(serve_args):
+    with pytest.raises(UsageError, match="puts --model's value first and would refuse /a as an unrecognized argument"):
+        preflight.parse_serve_args(serve_args)
+
+
+@pytest.mark.parametrize("serve_args, model", [
+    ("vllm serve -tp 2 /ckpt", "/ckpt"),  # argparse finds the positional after options
+    ("vllm serve --model /ckpt --model /b", "/ckpt"),  # the first --model is moved in front
+    ("vllm serve --config model.yaml", "/models/in-file"),
+    ("vllm serve --config model.yaml --model /ckpt", "/ckpt"),
+    ("vllm serve -tp 2 /ckpt --config model.yaml", "/ckpt"),  # the positional wins over the file's
+    ("vllm serve /ckpt --served-model-name qwen other --port 8000", "/ckpt"),
+    ("python -m vllm.entrypoints.openai.api_server --config model.yaml --model /ckpt", "/ckpt"),
+    ("-tp 2 /ckpt", "/ckpt"),
+    ("-tp 2", None),  # options alone: the words after `vllm serve CHECKPOINT_DIR`
+    ("--port 8000 --config port.yaml", None),
+])
+def test_the_model_vllm_serve_loads(tmp_path, monkeypatch, serve_args, model):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "port.yaml").write_text("port: 8001\n")
+    (tmp_path / "model.yaml").write_text("model: /models/in-file\n")
+    assert preflight.parse_serve_args(serve_args).model == model
+
+
+def test_inspect_refuses_a_serve_line_without_the_checkpoint(ckpt, set_venv, pins_env):
+    """The default model would start, not CHECKPOINT_DIR: a usage error (exit 2), also with --json."""
+    for args in (["--serve-args", "vllm serve -tp 2"], ["--serve-args", f"vllm serve {ckpt} -tp 2 {ckpt}", "--json"]):
+        res = CliRunner().invoke(main, ["inspect", str(ckpt), str(set_venv), *args])
+        assert res.exit_code == 2, res.output
+    assert json.loads(res.stdout)["error"]["kind"] == "usage"
+    assert "names two" in json.loads(res.stdout)["error"]["message"]
+    res = CliRunner().invoke(main, ["inspect", str(ckpt), str(set_venv), "--serve-args", "vllm serve -tp 2"])
+    assert "Qwen/Qwen3-0.6B" in " ".join(res.output.split()) and "CHECKPOINT_DIR" in res.output
+
+
 def test_the_cli_main_module_compares_its_model_and_env_settings_count(ckpt, tmp_path, patched_set_venv, meminfo):
     other = tmp_path / "another-model"
     other.mkdir()

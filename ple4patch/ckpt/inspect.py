@@ -27,6 +27,16 @@ from .tables import check_tables, missing_tables
 from .venv_engine import venv_engine
 
 
+def judge_set(eng) -> tuple:
+    """(the engine's patch set assessed, its next step): what ``ple4patch status`` reports, from
+    the same manifests (``set_report.next_step`` over ``fileset.assess_set``)."""
+    from .. import manifest, set_report, write
+    from ..fileset import assess_set
+
+    s = assess_set(eng, write.with_local_pins(manifest.load(), eng))
+    return s, set_report.next_step(s)
+
+
 def _scan(ckpt, tables, progress: bool, chunk_bytes: int) -> ScanResult:
     if progress and sys.stderr.isatty():
         import click
@@ -108,7 +118,7 @@ def inspect_checkpoint(
     engine_problems: list[Problem] = []
     engine_warnings: list[Problem] = []
     if venv is not None:
-        engine_info, engine_problems, engine_warnings = venv_engine(venv, tables)
+        engine_info, engine_problems, engine_warnings = venv_engine(venv, tables, judge_set)
 
     # A checkpoint of another model: no PLE table and no PLE key in config.json. ple4patch
     # changes nothing for it, so only its files' own problems count.

@@ -16,7 +16,7 @@ from .placement import PIN_POWER_OF_TWO
 from .problem import Problem
 from .scan import ScanResult
 from .table import TableReport
-from .venv_engine import UNKNOWN_READS
+from .venv_engine import MADE_STATES, UNKNOWN_READS
 
 SCHEMA_VERSION = 1
 MAX_TEXT_PROBLEMS = 20  # the text report lists this many; --json lists all
@@ -169,13 +169,22 @@ def _memory_lines(m: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _engine_line(e: dict[str, Any]) -> str:
+def _engine_lines(e: dict[str, Any]) -> list[str]:
+    """The engine line: its PLE layer's state (what it reads), the patch set's where the set has
+    more files, and the set's next step (`ple4patch status`'s) when the engine cannot read the
+    table, or reads it with the rest of its set not patched with the layer."""
     pid = f", patch {e['patch_id']}" if e["patch_id"] else ""
-    head = f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}; "
+    files = e.get("set_files") or []
+    of_set = f" (set of {len(files)} files: {e['set_state']})" if len(files) > 1 else ""
+    head = f"engine      1cat-vllm {e['version']} in {e['venv']}: {e['state']}{pid}{of_set}; "
     if not e["reads"]:
-        return f"{head}reads: not known ({UNKNOWN_READS})"
-    can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
-    return f"{head}reads {', '.join(e['reads'])}: {can}"
+        line = f"{head}reads: not known ({UNKNOWN_READS})"
+    else:
+        can = {True: "reads this layout", False: "CANNOT read this layout", None: "-"}[e["can_read"]]
+        line = f"{head}reads {', '.join(e['reads'])}: {can}"
+    step = e.get("next_step")
+    due = e["can_read"] is False or (e["state"] in MADE_STATES and e.get("set_state") != "patched")
+    return [line] + ([f"            next: {step}"] if step and due else [])
 
 
 def _scan_line(s: ScanResult) -> str:
@@ -222,7 +231,7 @@ def body_lines(report: InspectReport) -> list[tuple[str, int]]:
     if report.tables:
         lines += _memory_lines(report.memory)
     if report.engine is not None:
-        lines.append(_engine_line(report.engine))
+        lines += _engine_lines(report.engine)
     if report.scan is not None:
         lines.append(_scan_line(report.scan))
     if report.warnings:

@@ -12,25 +12,30 @@ from .problem import Problem
 from .table import TableReport
 
 
-def _state(eng) -> tuple[str | None, str | None, str]:
-    """(state, patch id, how it was found) of the venv's target."""
+def _state(eng, judge_set) -> tuple[str | None, str | None, str, object]:
+    """(state, patch id, how it was found, the set's judgement or None) of the venv's target.
+    `judge_set(eng)`: (the set's assessment, its next step as `ple4patch status` gives it)."""
     from ..sentinel import find_patch_id
 
     try:
-        from .. import manifest, state as state_mod
+        if judge_set is not None:
+            judged = judge_set(eng)
+            assessment = judged[0].layer
+        else:
+            from .. import manifest, state as state_mod
 
-        assessment = state_mod.assess(eng, manifest.with_local(manifest.load(), eng.target))
+            judged, assessment = None, state_mod.assess(eng, manifest.with_local(manifest.load(), eng.target))
         patch_id = assessment.patch_id
         if patch_id is None and assessment.current_bytes is not None:
             patch_id = find_patch_id(assessment.current_bytes.decode("utf-8", errors="replace"))
-        return assessment.state.value, patch_id, "state.assess"
+        return assessment.state.value, patch_id, "state.assess", judged
     except Ple4Error:  # e.g. an unreadable manifest: fall back to the sentinel alone
         try:
             text = eng.target.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise UsageError(f"cannot read {eng.target}: {exc.strerror or exc}") from None
         patch_id = find_patch_id(text)
-        return ("patched" if patch_id else "unpatched"), patch_id, "sentinel"
+        return ("patched" if patch_id else "unpatched"), patch_id, "sentinel", None
 
 
 # The host-budget helpers the patched loader looks up in ple_layer.py's namespace
@@ -108,16 +113,23 @@ def engine_reads(state: str | None) -> list[str]:
     return []
 
 
-def venv_engine(venv: str | os.PathLike[str],
-                tables: list[TableReport]) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
-    """The venv's engine state and the layouts it reads. EngineNotFound propagates (exit 3)."""
+def venv_engine(venv: str | os.PathLike[str], tables: list[TableReport],
+                judge_set=None) -> tuple[dict[str, Any], list[Problem], list[Problem]]:
+    """The venv's engine state and the layouts it reads. EngineNotFound propagates (exit 3).
+    What the engine reads is its ``ple_layer.py``'s; the state shown and the next step are the
+    patch set's (`judge_set(eng)`: the set's assessment and its next step, as ``ple4patch
+    status`` gives them; the command passes it in from the layers above), else the layer's."""
     from .. import engine as engine_mod
 
     eng = engine_mod.find_engine(venv)
     eng.require_target()
-    state, patch_id, how = _state(eng)
+    state, patch_id, how, judged = _state(eng, judge_set)
     reads = engine_reads(state)
     apply = shell.ple4patch("apply", *(["--allow-unknown"] if state == "unpinned" else []), eng.venv)
+    set_state, step = (judged[0].state, judged[1]) if judged is not None else (state, None)
+    whole = judged is None or len(judged[0].files) == 1
+    what = state if whole else f"{state}; its patch set {set_state}"
+    todo = f"next: {step}" if step else f"run `{apply}`"
     problems: list[Problem] = []
     warnings: list[Problem] = []
     layouts = sorted({t.layout for t in tables})
@@ -141,23 +153,30 @@ def venv_engine(venv: str | os.PathLike[str],
         problems.append(
             Problem(
                 "engine",
-                f"the engine in {eng.venv} is not patched ({state}) and reads only "
-                f"{', '.join(reads)}: run `{apply}`",
+                f"the engine in {eng.venv} is not patched ({what}) and reads only "
+                f"{', '.join(reads)}; {todo}",
                 file=str(eng.target),
                 expected=f"an engine that reads {layout}",
             )
         )
     if state == "patched_older":
-        warnings.append(
-            Problem("engine", f"the engine is patched by an older ple4patch ({patch_id}): "
-                    f"`{shell.ple4patch('apply', eng.venv)}` updates it", file=str(eng.target))
-        )
+        update = f"next: {step}" if step else f"`{shell.ple4patch('apply', eng.venv)}` updates it"
+        warnings.append(Problem("engine", f"the engine is patched by an older ple4patch ({patch_id}); {update}",
+                                file=str(eng.target)))
+    elif state in MADE_STATES and set_state != state and step:
+        # the layer reads the table, but the rest of the set is not patched with it
+        files = ", ".join(f"{rel} {a.state.value}" for rel, a in zip(judged[0].rels, judged[0].files))
+        warnings.append(Problem("engine", f"the engine's patch set is not one state ({files}); next: {step}",
+                                file=str(eng.target)))
     text = _target_text(eng)
     info = {
         "venv": str(eng.venv),
         "version": eng.version,
         "target": str(eng.target),
         "state": state,
+        "set_state": set_state,
+        "set_files": None if judged is None else judged[0].rels,
+        "next_step": step,
         "patch_id": patch_id,
         "state_from": how,
         "reads": reads,
