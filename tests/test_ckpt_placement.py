@@ -279,7 +279,11 @@ def test_fp8_pin_rule_of_each_release() -> None:
     with torch.empty(pin_memory=True); cookys 1b5731f9 and Qixiao02 0aac941e register it exactly."""
     want = {"1cat-vllm-fork-a223f046": PIN_POWER_OF_TWO, "1cat-vllm-main-036318a0": PIN_POWER_OF_TWO,
             "1cat-vllm-main-15a8d185": PIN_POWER_OF_TWO, "fork-cookys-1b5731f9": PIN_PAGE,
-            "fork-qixiao02-0aac941e": PIN_PAGE, "main-45d0a3bb": PIN_POWER_OF_TWO}
+            "fork-qixiao02-0aac941e": PIN_PAGE, "main-45d0a3bb": PIN_POWER_OF_TWO,
+            "fork-cookys-aa0bf8f0": PIN_PAGE, "fork-rapatel0-b850ff73": PIN_POWER_OF_TWO,
+            "fork-peuqui-5099866f": PIN_POWER_OF_TWO, "fork-areslp-ab4792a6": PIN_POWER_OF_TWO,
+            "fork-qixiao02-7ee70bdc": PIN_PAGE, "fork-zyx-a-dd691db6": PIN_POWER_OF_TWO,
+            "fork-abcd19886-6a29be22": PIN_POWER_OF_TWO}
     seen = 0
     for folder, rule in want.items():
         path = ENGINES / folder / "ple_layer.py" if folder.startswith("1cat") else engine_corpus.stored(folder, "ple_layer.py")

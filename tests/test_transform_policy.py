@@ -52,7 +52,7 @@ def _real_policies() -> list:
         pytest.param(None, marks=pytest.mark.skip(reason="no real policy file is present (tests/data/engines)"), id="none")]
 
 
-REAL_POLICIES = _real_policies()  # 1CatAI/1Cat-vLLM 51c0f972, areslp/1Cat-vLLM 34e55548 (INDEX.md)
+REAL_POLICIES = _real_policies()  # 1CatAI/1Cat-vLLM 51c0f972, areslp/1Cat-vLLM 34e55548 and 48b2e9a6 (INDEX.md)
 
 
 def real(row=None) -> str:

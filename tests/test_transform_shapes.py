@@ -343,6 +343,21 @@ EXPECTED = {
          "(qwen4_exp_ple_embed_fake) reads ngram_embedding.weight"),
         None)),
     "fork-d-g-dimitrov-337d3f5d": ("patched", NgramEmbeddingWrap),
+    # Second versions of two forks: rapatel0 b850ff73 and Peuqui 5099866f, the disk/pinned-host/
+    # plain dispatch on the offload layer (no cascade); 113636xfh acfc5318, the earlier shape
+    # (a plain VocabParallelEmbedding on the offload layer, no dispatch): wrapped.
+    "fork-rapatel0-b850ff73": ("patched", NgramEmbeddingDispatch),
+    "fork-peuqui-5099866f": ("patched", NgramEmbeddingDispatch),
+    "fork-113636xfh-acfc5318": ("patched", NgramEmbeddingWrap),
+    # areslp ab4792a6 (packed-GGUF branch first, as 1af83d81) and cookys aa0bf8f0 (036318a0's
+    # dispatch with exact-size host pinning): the dispatch on the offload layer.
+    "fork-areslp-ab4792a6": ("patched", NgramEmbeddingDispatch),
+    "fork-cookys-aa0bf8f0": ("patched", NgramEmbeddingDispatch),
+    # Qixiao02 7ee70bdc (0aac941e's with a by-name gather op beside the pointer one), Zyx-A
+    # dd691db6 and abcd19886 6a29be22 (earlier than 0e4384ec): the same dispatch.
+    "fork-qixiao02-7ee70bdc": ("patched", NgramEmbeddingDispatch),
+    "fork-zyx-a-dd691db6": ("patched", NgramEmbeddingDispatch),
+    "fork-abcd19886-6a29be22": ("patched", NgramEmbeddingDispatch),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
 CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [

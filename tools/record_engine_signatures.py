@@ -133,6 +133,13 @@ MANUAL = {
         "source": "areslp/1Cat-vLLM@48b2e9a6b96aecae1c04c5086ebbca5d15e3abb3:"
         "vllm/config/execution_policy.py (public index; not held at 1af83d81)",
     },
+    # Qixiao02/1Cat-vLLM's ple_layer.py at 7ee70bdc: from vllm.compilation import sx_compile_cache
+    # (its compile_cache_enabled() and register_baked_constant(name, value): the stand-in's docstring).
+    ("vllm.compilation", "sx_compile_cache"): {
+        "kind": "module",
+        "source": "Qixiao02/1Cat-vLLM@7ee70bdc854c712eba2581a3dcbf4b1429fc6379:"
+        "vllm/compilation/sx_compile_cache.py (public index)",
+    },
     ("vllm.model_executor.layers", "sm70_fuse47"): {
         "kind": "module",
         "source": "areslp/1Cat-vLLM@1af83d8143de5286c13a60ecbdd3024f9f07fa42:"

@@ -260,3 +260,17 @@ def test_pin_startup_options_refuse_bad_values(monkeypatch):
     monkeypatch.setenv("VLLM_QWEN4EXP_PLE_PIN_TIMEOUT_S", "0")
     with pytest.raises(ValueError, match="timeout must be finite and positive"):
         PinStartupOptions.from_env()
+
+
+@pytest.mark.parametrize("value,on", [(None, False), ("", False), ("0", False), ("off", False), ("none", False),
+                                      ("bogus", False), ("1", True), (" ON ", True), ("subgraph", True), ("aot", True)])
+def test_compile_cache_switch(value, on):
+    """sx_compile_cache.py of Qixiao02/1Cat-vLLM @7ee70bdc: SX_OPT_COMPILE_CACHE off unless 1/on/true/
+    yes/subgraph/aot (an unknown value is off); a baked constant is kept as its repr."""
+    h.standin_vllm()
+    from vllm.compilation import sx_compile_cache
+
+    environ = {} if value is None else {"SX_OPT_COMPILE_CACHE": value}
+    assert sx_compile_cache.compile_cache_enabled(environ) is on
+    sx_compile_cache.register_baked_constant("ple_rows:x", (3, 4))
+    assert sx_compile_cache.baked_constants()["ple_rows:x"] == "(3, 4)"
