@@ -102,10 +102,7 @@ def build_output(source_text: str, path: str, pin: Pin | None, patch_source: Pat
     try:
         out = patch_source(source_text)
     except TransformError as err:
-        raise ModifiedFile(
-            f"the patch does not fit {path}: {err}; nothing written (this engine file has a "
-            f"shape ple4patch does not know)"
-        ) from None
+        raise err.in_file(path) from None
     return check_output(out, path, pin)
 
 

@@ -196,12 +196,14 @@ def test_bad_transform_output_never_reaches_disk(venv_a, bad, match):
     assert not paths.local_pins_path(target).exists()
 
 
-def test_transform_error_is_a_foreign_file(venv_a):
+def test_transform_error_refuses_with_its_own_kind(venv_a):
     def fails(text):
         raise TransformError("Qwen4ExpNGramEmbedding.__init__", "dispatch on ple_embedding_dtype not found")
 
-    with pytest.raises(ModifiedFile, match="Qwen4ExpNGramEmbedding"):
-        do(commands.apply.run, venv_a, patch_source=fails)
+    for dry_run in (False, True):
+        with pytest.raises(TransformError, match="does not fit .*ple_layer.py: anchor 'Qwen4ExpNGramEmbedding") as err:
+            do(commands.apply.run, venv_a, patch_source=fails, dry_run=dry_run)
+        assert (err.value.kind, err.value.exit_code) == ("transform", 5)
     assert not backup_path(kit.target_of(venv_a)).exists()
 
 
