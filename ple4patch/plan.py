@@ -90,10 +90,8 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
         return data, source.pin, True
     if a.state is State.MODIFIED:
-        raise ModifiedFile(
-            f"{e.target} {a.modified_why()}: nothing written; {a.corrupt_backup_first()}"
-            f"{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then apply"
-        )
+        fix = a.pins_fix() if a.lost_pin() else f"{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then apply"
+        raise ModifiedFile(f"{e.target} {a.modified_why()}: nothing written; {a.corrupt_backup_first()}{fix}")
     raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
 
 
