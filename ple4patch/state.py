@@ -148,16 +148,20 @@ class Assessment:
         return f"was patched by another ple4patch build: patch id {pid}, which this one ({PATCH_ID}) does not know"
 
     def lost_pin(self) -> bool:
-        """A file ple4patch patched (it carries a sentinel) that no pin knows while its local pins
-        file cannot be read: its pin (an --allow-unknown apply's) may be in that file."""
-        return self.state is State.MODIFIED and self.patch_id is not None and self.pins_problem is not None
+        """A file this ple4patch patched (it carries a sentinel of a patch id it knows) that no pin
+        knows while its local pins file cannot be read: its pin (an --allow-unknown apply's) may
+        be in that file."""
+        return (self.state is State.MODIFIED and self.patch_id in self.known_patch_ids
+                and self.pins_problem is not None)
 
     def pins_fix(self) -> str:
         """For `lost_pin`: the unusable pins file out of the way first (ple4patch never writes over
-        it), then the pristine file back (revert, which checks that the file is its backup's patched
-        output; without the backup a reinstall), then the apply that records the pin afresh."""
+        it), then the pristine file back (revert, which checks with the transform that the file is
+        its backup's patched output; for an older patch id, or without the backup, a reinstall),
+        then the apply that records the pin afresh."""
         e = self.engine
-        back = (f"`{shell.ple4patch('revert', e.venv)}`" if self.backup is BackupState.PRESENT
+        back = (f"`{shell.ple4patch('revert', e.venv)}`"
+                if self.backup is BackupState.PRESENT and self.patch_id == PATCH_ID
                 else f"reinstall the engine ({reinstall_hint(e)})")
         return (f"move {local_pins_path(self.target)} away (it may be yours: ple4patch does not write over it), "
                 f"then {back}, then `{shell.ple4patch('apply', '--allow-unknown', e.venv)}`")

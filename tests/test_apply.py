@@ -226,6 +226,12 @@ def test_an_unusable_local_pins_file_of_the_patched_layer_is_named(wheelhouse, e
     with pytest.raises(ModifiedFile) as err:
         do(commands.apply.run, venv_a, manifest=none, allow_unknown=True, patch_source=None)
     assert f"{pins} is unusable" in str(err.value) and all(step in str(err.value) for step in steps), err.value
+    bak = backup_path(kit.target_of(venv_a))  # without its backup revert cannot help: a reinstall instead
+    kept = bak.read_bytes()
+    bak.unlink()
+    r = do(commands.status.run, venv_a, manifest=none)
+    assert steps[0] in r.message and "reinstall the engine" in r.message and "revert" not in r.message, r.message
+    bak.write_bytes(kept)
     pins.unlink()
     assert do(commands.revert.run, venv_a, manifest=none).data["state"] == "unpinned"
     do(commands.apply.run, venv_a, manifest=none, allow_unknown=True, patch_source=None)
