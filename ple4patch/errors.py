@@ -102,11 +102,11 @@ class StaleBytecode(Ple4Error):
     kind = "stale_bytecode"
 
 
-class TransformError(Ple4Error):
+class TransformError(ModifiedFile):
     """A libcst transform could not find its anchor (or found it more than once).
 
-    The target is then something this patch does not know how to change: it is
-    reported as a modified/foreign file and nothing is written.
+    The target is then something this patch does not know how to change: nothing is written,
+    and it exits as a modified/foreign file does (5), with its own kind. `in_file` names the file.
     """
 
     exit_code = EXIT_MODIFIED
@@ -115,3 +115,11 @@ class TransformError(Ple4Error):
     def __init__(self, anchor: str, detail: str) -> None:
         super().__init__(f"anchor {anchor!r}: {detail}")
         self.anchor = anchor
+        self.detail = detail
+
+    def in_file(self, path: str) -> "TransformError":
+        """This failure as the refusal of the file at `path`: the file named, nothing written."""
+        err = TransformError(self.anchor, self.detail)
+        err.message = (f"the patch does not fit {path}: {self}; nothing written (this engine file has a "
+                       f"shape ple4patch does not know)")
+        return err

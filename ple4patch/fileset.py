@@ -109,6 +109,7 @@ class ConfigPlacement:
     unreadable: str | None = None  # why the file could not be read (then functions is empty)
     member: bool = False  # the file is in the set: apply patches its placement (no note)
     state: str | None = None  # a member's state (`state.State` value)
+    pins_fix: str | None = None  # a modified member's step when its local pins file is unusable (`Assessment.pins_fix`)
 
     @property
     def patched(self) -> bool:
@@ -290,7 +291,8 @@ def assess_set(engine: Engine, manifest: Manifest) -> SetAssessment:
     config = config_placement(engine)
     member = next((a for a in files if a.target == engine.site_packages / CONFIG_REL), None)
     if config is not None and member is not None:
-        config = dataclasses.replace(config, member=True, state=member.state.value)
+        config = dataclasses.replace(config, member=True, state=member.state.value,
+                                     pins_fix=member.pins_fix() if member.lost_pin() else None)
     if config is not None and not config.member:
         notes.append(config.note())
     seen = set()

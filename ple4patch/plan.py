@@ -92,10 +92,8 @@ def source_for(a: Assessment, manifest: Manifest) -> tuple[bytes, Pin | None, bo
         source = classify(sha256_hex(data), None, e.record_sha256, manifest)
         return data, source.pin, True
     if a.state is State.MODIFIED:
-        raise ModifiedFile(
-            f"{e.target} {a.modified_why()}: nothing written; {a.corrupt_backup_first()}"
-            f"{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then apply"
-        )
+        fix = a.pins_fix() if a.lost_pin() else f"{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then apply"
+        raise ModifiedFile(f"{e.target} {a.modified_why()}: nothing written; {a.corrupt_backup_first()}{fix}")
     raise AssertionError(a.state)  # PATCHED, MISSING are handled by the caller
 
 
@@ -104,10 +102,7 @@ def build_output(source_text: str, path: str, pin: Pin | None, patch_source: Pat
     try:
         out = patch_source(source_text)
     except TransformError as err:
-        raise ModifiedFile(
-            f"the patch does not fit {path}: {err}; nothing written (this engine file has a "
-            f"shape ple4patch does not know)"
-        ) from None
+        raise err.in_file(path) from None
     return check_output(out, path, pin)
 
 

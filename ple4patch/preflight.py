@@ -371,7 +371,8 @@ def file_findings(venv: str | os.PathLike[str], needs_patch: bool = True) -> tup
                                     "cannot tell whether the engine reads an FP8 table with it", blocks=True,
                                     change=f"reinstall the engine ({engine_mod.reinstall_hint(eng)})"))
         else:
-            fix = (f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{set_apply}`"
+            fix = (a.pins_fix() if a.lost_pin() else
+                   f"reinstall the engine ({engine_mod.reinstall_hint(eng)}), then `{set_apply}`"
                    if a.state is State.MODIFIED else set_apply)
             findings.append(Finding("files", f"{rel}: {a.state.value}, not patched", blocks=True, change=fix))
     return findings, files, s
@@ -425,9 +426,9 @@ def config_placement_findings(config: ConfigPlacement | None, settings: dict) ->
         else:
             sets = "; ".join(", ".join(f"{k}={v}" for k, v in CONFIG_DEFAULTS[fn]) for fn in config.defaults)
             if config.member and config.state is not None and State(config.state) is State.MODIFIED:
+                fix = config.pins_fix or f"reinstall the engine, then `{_apply_command(State.UNPINNED, config.venv)}`"
                 where, change = (f"{CONFIG_REL}, modified",
-                                 f"reinstall the engine, then `{_apply_command(State.UNPINNED, config.venv)}`, "
-                                 f"or export {config.skip} in the shell that starts vllm serve")
+                                 f"{fix}, or export {config.skip} in the shell that starts vllm serve")
             elif config.member:
                 where, change = (f"{CONFIG_REL}, not patched",
                                  f"{_apply_command(config.state, config.venv)} (patches {CONFIG_REL} too), or "

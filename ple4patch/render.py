@@ -100,7 +100,7 @@ def file_next_step(a: Assessment) -> str | None:
         State.PATCHED_OLDER: shell.ple4patch('apply', e.venv),
         State.UNPINNED: f"review with `{shell.ple4patch('apply', '--dry-run', e.venv)}`, then "
         f"`{shell.ple4patch('apply', '--allow-unknown', e.venv)}`",
-        State.MODIFIED: a.foreign_patch_fix() + reinstall,
+        State.MODIFIED: a.modified_fix(),
     }.get(a.state)
     if step and a.backup is BackupState.STALE and a.state in (State.PRISTINE, State.UNPINNED):
         step += "  (it sets the stale backup aside, never restored)"

@@ -7,7 +7,9 @@ The CLI prints it and exits with its code; tests call the commands and read it d
 
 Every ``--json`` object, result or error, starts with the same five keys: ``schema_version``,
 ``command``, ``ok`` (exit code 0), ``exit_code`` and ``message`` (the verdict); a non-zero exit
-adds ``error`` (``kind``, ``message``, ``reason`` where there is one). The shipped JSON Schema
+adds ``error`` (``kind``, ``message``, ``reason`` where there is one). Every string is valid
+Unicode: one holding a path's undecodable bytes is escaped (`json_text.escape`) and its place
+listed in ``escaped_strings``, last. The shipped JSON Schema
 ``ple4patch/schema/output.schema.json`` describes the envelope and each command's data.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import json_text
 from .errors import EXIT_OK, EXIT_USAGE, Ple4Error
 
 JSON_SCHEMA_VERSION = 1
@@ -73,7 +76,8 @@ class Result:
     def to_json(self) -> dict:
         """The one JSON object: the envelope's five keys, the command's data, then ``error``
         (a non-zero exit always has one: its kind follows from the exit code when the
-        command did not give it)."""
+        command did not give it); every string valid Unicode, those escaped listed last
+        (``escaped_strings``: JSON Pointers, `json_text`)."""
         head = {
             "schema_version": JSON_SCHEMA_VERSION,
             "command": self.command,
@@ -87,4 +91,7 @@ class Result:
             error = {"kind": _kind_of_exit(self.exit_code), "message": self.message}
         if error is not None:
             out["error"] = error
-        return out
+        safe, escaped = json_text.escape(out)
+        if escaped:
+            safe["escaped_strings"] = escaped  # type: ignore[index]
+        return safe  # type: ignore[return-value]

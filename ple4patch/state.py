@@ -37,7 +37,7 @@ from .errors import EngineNotFound
 from .fsio import identity_of, read_if_exists
 from .hashing import sha256_hex
 from .manifest import Manifest, Pin, local_pins_problem
-from .paths import backup_path, set_aside_backups, temp_leftovers
+from .paths import backup_path, local_pins_path, set_aside_backups, temp_leftovers
 from .sentinel import PATCH_ID, find_patch_id
 
 
@@ -129,12 +129,16 @@ class Assessment:
     known_patch_ids: frozenset = frozenset()  # the patch ids this build's pins know (PATCH_ID too)
     shadowed_by: tuple = ()  # what Python imports instead of the target (`shadow.shadowing`)
     symlink_fix: str | None = None  # the step before any other: the target, or a directory on its way, is a symlink
+    pins_problem: str | None = None  # why its local pins file is unusable (`manifest.local_pins_problem`)
 
     def modified_why(self) -> str:
         """Why a `modified` file is modified, in words (its state line and the refusals)."""
         pid = self.patch_id
         if pid is None:
             return "matches neither the engine's RECORD nor a pinned file (modified or foreign)"
+        if self.lost_pin():
+            return (f"carries the ple4patch sentinel ({pid}) but no usable pin knows its bytes: its local pins "
+                    f"file {local_pins_path(self.target)} is unusable ({self.pins_problem})")
         if pid == PATCH_ID:
             return (f"carries the ple4patch sentinel ({pid}) but is not a known patched output "
                     f"(edited after patching, or its pins are gone)")
@@ -142,6 +146,33 @@ class Assessment:
             return (f"carries the sentinel of the older patch id {pid} but is not its known output "
                     f"(edited after patching)")
         return f"was patched by another ple4patch build: patch id {pid}, which this one ({PATCH_ID}) does not know"
+
+    def lost_pin(self) -> bool:
+        """A file this ple4patch patched (it carries a sentinel of a patch id it knows) that no pin
+        knows while its local pins file cannot be read: its pin (an --allow-unknown apply's) may
+        be in that file."""
+        return (self.state is State.MODIFIED and self.patch_id in self.known_patch_ids
+                and self.pins_problem is not None)
+
+    def pins_fix(self) -> str:
+        """For `lost_pin`: the unusable pins file out of the way first (ple4patch never writes over
+        it), then the pristine file back (revert, which checks with the transform that the file is
+        its backup's patched output; for an older patch id, or without the backup, a reinstall),
+        then the apply that records the pin afresh."""
+        e = self.engine
+        back = (f"`{shell.ple4patch('revert', e.venv)}`"
+                if self.backup is BackupState.PRESENT and self.patch_id == PATCH_ID
+                else f"reinstall the engine ({reinstall_hint(e)})")
+        return (f"move {local_pins_path(self.target)} away (it may be yours: ple4patch does not write over it), "
+                f"then {back}, then `{shell.ple4patch('apply', '--allow-unknown', e.venv)}`")
+
+    def modified_fix(self) -> str:
+        """The step that brings a `modified` file back, after `corrupt_backup_first`: the pins file's
+        (`lost_pin`), another build's revert (`foreign_patch_fix`) or a reinstall, then an apply."""
+        if self.lost_pin():
+            return self.pins_fix()
+        e = self.engine
+        return f"{self.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then `{shell.ple4patch('apply', e.venv)}`"
 
     def foreign_patch_fix(self) -> str:
         """For a file another ple4patch build patched: the step that build can do."""
@@ -307,4 +338,5 @@ def assess(engine: Engine, manifest: Manifest) -> Assessment:
         known_patch_ids=frozenset(manifest.patch_ids() | {PATCH_ID}),
         shadowed_by=shadows,
         symlink_fix=_symlink_fix(engine),
+        pins_problem=pins_problem,
     )

@@ -197,13 +197,46 @@ def test_bad_transform_output_never_reaches_disk(venv_a, bad, match):
     assert not paths.local_pins_path(target).exists()
 
 
-def test_transform_error_is_a_foreign_file(venv_a):
+def test_transform_error_refuses_with_its_own_kind(venv_a):
     def fails(text):
         raise TransformError("Qwen4ExpNGramEmbedding.__init__", "dispatch on ple_embedding_dtype not found")
 
-    with pytest.raises(ModifiedFile, match="Qwen4ExpNGramEmbedding"):
-        do(commands.apply.run, venv_a, patch_source=fails)
+    for dry_run in (False, True):
+        with pytest.raises(TransformError, match="does not fit .*ple_layer.py: anchor 'Qwen4ExpNGramEmbedding") as err:
+            do(commands.apply.run, venv_a, patch_source=fails, dry_run=dry_run)
+        assert (err.value.kind, err.value.exit_code) == ("transform", 5)
     assert not backup_path(kit.target_of(venv_a)).exists()
+
+
+def test_an_unusable_local_pins_file_of_the_patched_layer_is_named(wheelhouse, engine_venv):
+    """The layer applied with --allow-unknown (no other pin), then its local pins file damaged:
+    status, verify and apply name that file and the steps, which patch it again as said (the
+    real transform: revert checks with it that the file is its backup's patched output)."""
+    venv_a = engine_venv(wheelhouse.engine(kit.standin_bytes()))
+    none = m.Manifest()
+    do(commands.apply.run, venv_a, manifest=none, allow_unknown=True, patch_source=None)
+    pins = paths.local_pins_path(kit.target_of(venv_a))
+    pins.write_bytes(b'{"schema_version": 1, "pins": []}')
+    steps = (f"move {pins} away", f"then `ple4patch revert {venv_a}`", f"then `ple4patch apply --allow-unknown {venv_a}`")
+    r = do(commands.status.run, venv_a, manifest=none)
+    assert r.data["state"] == "modified" and f"its local pins file {pins} is unusable" in r.message
+    assert all(step in r.message for step in steps) and "reinstall" not in r.message, r.message
+    with pytest.raises(VerifyFailed) as err:
+        do(commands.verify.run, venv_a, manifest=none)
+    assert all(step in str(err.value) for step in steps), err.value
+    with pytest.raises(ModifiedFile) as err:
+        do(commands.apply.run, venv_a, manifest=none, allow_unknown=True, patch_source=None)
+    assert f"{pins} is unusable" in str(err.value) and all(step in str(err.value) for step in steps), err.value
+    bak = backup_path(kit.target_of(venv_a))  # without its backup revert cannot help: a reinstall instead
+    kept = bak.read_bytes()
+    bak.unlink()
+    r = do(commands.status.run, venv_a, manifest=none)
+    assert steps[0] in r.message and "reinstall the engine" in r.message and "revert" not in r.message, r.message
+    bak.write_bytes(kept)
+    pins.unlink()
+    assert do(commands.revert.run, venv_a, manifest=none).data["state"] == "unpinned"
+    do(commands.apply.run, venv_a, manifest=none, allow_unknown=True, patch_source=None)
+    assert do(commands.verify.run, venv_a, manifest=none).exit_code == 0
 
 
 def test_verify_fails_without_backup_or_with_corrupt_backup(venv_a):

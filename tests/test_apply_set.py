@@ -154,6 +154,41 @@ def test_an_unpinned_member_needs_allow_unknown(set_venv, set_pins, kind, rel):
     assert commands.revert.run(set_venv, manifest=layer_only).data["set"]["state"] == "pristine"
 
 
+def test_an_unusable_local_pins_file_of_a_patched_member_is_named(set_venv, set_pins, kind, rel):
+    """A member applied with --allow-unknown, then its local pins file damaged: the member is no
+    known output any more, and status, verify and apply name that pins file and the steps that
+    work (move it away, revert, apply --allow-unknown), not a reinstall; the steps as said patch
+    the set again."""
+    layer_only = m.load(set_pins[0][:1], use_env=False)
+    layer, member = files(set_venv, rel)
+    commands.apply.run(set_venv, manifest=layer_only, allow_unknown=True)
+    pins = local_pins_path(member)
+    assert pins.name == LOCAL_PINS[kind]
+    pins.write_text("{not json")
+    steps = (f"move {pins} away", f"then `ple4patch revert {set_venv}`",
+             f"then `ple4patch apply --allow-unknown {set_venv}`")
+
+    r = commands.status.run(set_venv, manifest=layer_only)
+    assert [f["state"] for f in r.data["files"]] == ["patched", "modified"]
+    assert f"its local pins file {pins} is unusable (manifest {pins} is not valid JSON" in r.output, r.output
+    (next_line,) = [line for line in r.message.splitlines() if line.startswith("next:")]
+    assert all(step in next_line for step in steps) and "reinstall" not in next_line, next_line
+    with pytest.raises(VerifyFailed) as err:
+        commands.verify.run(set_venv, manifest=layer_only)
+    assert f"{pins} is unusable" in str(err.value) and all(step in str(err.value) for step in steps), err.value
+    before = kit.tree_hash(set_venv)
+    for allow in (False, True):
+        with pytest.raises(ModifiedFile) as err:
+            commands.apply.run(set_venv, manifest=layer_only, allow_unknown=allow)
+        assert f"{pins} is unusable" in str(err.value) and all(step in str(err.value) for step in steps)
+    assert kit.tree_hash(set_venv) == before and pins.read_text() == "{not json"
+
+    pins.rename(pins.with_name("mine.json"))
+    assert commands.revert.run(set_venv, manifest=layer_only).data["set"]["state"] == "unpinned"
+    commands.apply.run(set_venv, manifest=layer_only, allow_unknown=True)
+    assert commands.verify.run(set_venv, manifest=layer_only).exit_code == 0
+
+
 def test_a_layer_patched_alone_gets_its_member(set_venv, man, set_pins, rel):
     """A venv patched when the set was the layer alone (an older ple4patch, or an engine upgrade
     that brought the policy file): apply patches the other file only."""

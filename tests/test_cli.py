@@ -85,6 +85,27 @@ def test_cli_refusals(tmp_path, new_venv):
     assert proc.stderr.startswith("ple4patch apply: error: no such venv")
 
 
+def test_an_anchor_the_engine_file_lacks_is_a_transform_error(wheelhouse, engine_venv):
+    """An installed engine file as shipped (unpinned: opted in with --allow-unknown) that lacks
+    an anchor of the transform (the stand-in without Qwen4ExpNGramEmbedding.load_weights, which
+    the transform wraps): kind `transform`, exit 5, the anchor named, nothing written."""
+    text = standin_bytes().replace(b"    def load_weights(", b"    def load_weights_renamed(")
+    venv = engine_venv(wheelhouse.engine(text))
+    before = kit.tree_hash(venv)
+    env = cli_env()  # the shipped manifest only: the file is unpinned
+    for args in (("--allow-unknown",), ("--dry-run",), ("--dry-run", "--allow-unknown")):
+        rc, d = jrun("apply", venv, *args, env=env)
+        assert (rc, d["error"]["kind"]) == (errors.EXIT_MODIFIED, "transform"), (args, d)
+        assert d["error"]["message"] == d["message"]
+        assert "does not fit" in d["message"] and "anchor 'Qwen4ExpNGramEmbedding.load_weights'" in d["message"]
+        proc = run_cli("apply", venv, *args, env=env)
+        assert proc.returncode == errors.EXIT_MODIFIED
+        assert "Qwen4ExpNGramEmbedding.load_weights" in kit.error_message(proc, "apply")
+    assert kit.tree_hash(venv) == before
+    rc, d = jrun("verify", venv, env=env)  # verify runs no transform: the file is unpinned, not patched
+    assert (rc, d["error"]["kind"]) == (errors.EXIT_VERIFY_FAILED, "verify_failed")
+
+
 def test_bad_extra_manifest_is_a_usage_error(standin_venv, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -538,3 +538,39 @@ def test_a_fresh_config_era_install_is_unpinned_not_mixed(config_venv, pins):
     `unpinned` (as installed), never `mixed` (the word for a half-applied set)."""
     d = kit.json_of(kit.run_real("status", "--json", config_venv, env=kit.env_with([pins])))
     assert [f["state"] for f in d["files"]] == ["pristine", "unpinned"] and d["set"]["state"] == "unpinned", d
+
+
+def test_an_unusable_local_pins_file_of_the_config_module_is_named(config_venv, pins, tmp_path):
+    """vllm/config/vllm.py applied with --allow-unknown, then its local pins file
+    (.ple4patch-pins.config_vllm.json) damaged: status, verify, apply and the preflight name that
+    file and the steps (move it away, revert, apply --allow-unknown), not a reinstall; the
+    steps as said patch the set again."""
+    from ple4patch.errors import EXIT_MODIFIED, EXIT_OK, EXIT_VERIFY_FAILED
+
+    env = kit.env_with([pins])
+    assert kit.run_real("apply", "--allow-unknown", config_venv, env=env).returncode == EXIT_OK
+    local = kit.site_packages(config_venv) / ".ple4patch-pins.config_vllm.json"
+    local.write_text("[]")
+    steps = (f"move {local} away", f"then `ple4patch revert {config_venv}`",
+             f"then `ple4patch apply --allow-unknown {config_venv}`")
+
+    d = kit.json_of(kit.run_real("status", "--json", config_venv, env=env))
+    assert [f["state"] for f in d["files"]] == ["patched", "modified"]
+    assert all(step in d["message"] for step in steps) and "reinstall" not in d["message"], d["message"]
+    for args, code in ((("verify",), EXIT_VERIFY_FAILED), (("apply",), EXIT_MODIFIED),
+                       (("apply", "--allow-unknown"), EXIT_MODIFIED)):
+        proc = kit.run_real(*args, "--json", config_venv, env=env)
+        d = kit.json_of(proc)
+        assert proc.returncode == code and f"{local} is unusable" in d["error"]["message"], (args, d)
+        assert all(step in d["error"]["message"] for step in steps), (args, d)
+    ckpt = tmp_path / "ckpt"
+    import ckpt_factory
+    ckpt_factory.make(ckpt, "nvfp4_rowpacked")
+    d = kit.json_of(kit.run_real("inspect", ckpt, config_venv, "--tp", "4", "--json", env=env))
+    blocking = [f for f in d["preflight"]["findings"] if f["blocks"] and CONFIG_REL in f["message"]]
+    assert blocking and all(all(step in f["change"] for step in steps) for f in blocking), blocking
+    assert local.read_text() == "[]"
+
+    local.rename(tmp_path / "mine.json")
+    for args in (("revert",), ("apply", "--allow-unknown"), ("verify",)):
+        assert kit.run_real(*args, config_venv, env=env).returncode == EXIT_OK, args

@@ -158,6 +158,40 @@ def test_interrupted_and_internal_errors_have_the_envelope(capsys):
         assert (d["exit_code"], d["error"]["kind"]) == (code, kind)
 
 
+def test_undecodable_path_bytes_are_escaped_listed_and_read_back():
+    r"""A path holding bytes that are not UTF-8 (os.fsdecode: lone surrogates) comes out of the
+    JSON as valid Unicode: each such byte `\xHH`, a backslash of its own `\\`, its place listed
+    in `escaped_strings` (JSON Pointers); `json_text.unescape` gives the path's bytes back. The
+    text for people keeps the path whole."""
+    import os
+
+    from ple4patch import json_text
+    from ple4patch.result import Result
+
+    raw = b"/tmp/a\\xff/\xff\xfe-\xc3\xa9 v"  # a literal backslash-x-f-f, then the bytes 0xff 0xfe
+    path = os.fsdecode(raw)
+    r = Result("status", 3, f"no venv at {path}", {"engine": {"venv": path, "version": "1.5.1"},
+                                                    "files": [{"path": "vllm/x.py", "target": path}],
+                                                    "odd/key~": path},
+               error={"kind": "engine_not_found", "message": f"no venv at {path}"})
+    d = r.to_json()
+    text = json.dumps(d)
+    json.loads(text)
+    json.dumps(d, ensure_ascii=False).encode("utf-8")  # strict: no lone surrogate anywhere
+    assert "\\udc" not in text
+    assert d["escaped_strings"] == ["/message", "/engine/venv", "/files/0/target", "/odd~1key~0", "/error/message"]
+    assert list(d)[-1] == "escaped_strings" and d["files"][0]["path"] == "vllm/x.py"
+    assert d["engine"]["venv"] == "/tmp/a\\\\xff/\\xff\\xfe-\u00e9 v"
+    for value in (d["engine"]["venv"], d["files"][0]["target"], d["odd/key~"]):
+        assert os.fsencode(json_text.unescape(value)) == raw
+    assert os.fsencode(json_text.unescape(d["message"])) == b"no venv at " + raw
+    assert r.message == f"no venv at {path}" and r.data["engine"]["venv"] == path  # text: the path whole
+    assert "escaped_strings" not in Result("status", 0, "state: pristine", {"engine": {"venv": "/v\\x"}}).to_json()
+    other = "\ud800"  # a lone surrogate no fsdecode makes: \uHHHH, read back too
+    assert json_text.unescape(json_text.escape_text(other + "\udcff\\")) == other + "\udcff\\"
+    assert json_text.escape_text(other) == "\\ud800"
+
+
 # -- the schema itself ---------------------------------------------------------
 
 

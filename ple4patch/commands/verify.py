@@ -26,6 +26,8 @@ def _next(a, opt_in: bool) -> str:
                 f"then run `{apply}`")
     if a.state is State.PRISTINE or (a.state is State.PATCHED_OLDER and a.backup is BackupState.PRESENT):
         return f": {a.corrupt_backup_first()}run `{apply}`"
+    if a.lost_pin():  # its local pins file is unusable: that file first
+        return f": {a.corrupt_backup_first()}{a.pins_fix()}"
     if a.state in (State.PATCHED_OLDER, State.MODIFIED):
         return f": {a.corrupt_backup_first()}{a.foreign_patch_fix()}reinstall the engine ({reinstall_hint(e)}), then run `{apply}`"
     return ""

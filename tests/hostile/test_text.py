@@ -2,7 +2,9 @@
 and targets with a UTF-8 BOM or CRLF line endings (the real transform).
 
 - A venv path with non-UTF-8 bytes, under `PYTHONIOENCODING=utf-8` and `LANG=C`: every
-  command works and prints the path's own bytes; `--json` escapes them.
+  command works and prints the path's own bytes; `--json` is valid Unicode (a strict decoder
+  reads it), each such byte escaped as documented (`\\xHH`) where `escaped_strings` says, and
+  read back to the path's bytes.
 - stdout closed, a broken pipe, a full disk under stdout: the command's own exit code (the
   write happened), no traceback.
 - BOM / CRLF variants of the stand-in, all pinned at once: apply -> verify -> revert
@@ -11,16 +13,19 @@ and targets with a UTF-8 BOM or CRLF line endings (the real transform).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 import kit
 from kit.fakepatch import PRISTINE_A, fake_patch
 from kit.pins import pin_for
+from ple4patch import json_text
 from ple4patch import manifest as m
 from ple4patch.errors import EXIT_OK
 
@@ -49,9 +54,61 @@ def test_non_utf8_venv_path(odd_venv, hman, env_extra):
         assert b"Traceback" not in proc.stderr
         if env_extra["PYTHONIOENCODING"] == "utf-8" and command != "revert":
             assert odd_venv in proc.stdout, proc.stdout  # the path's own bytes
-    proc = subprocess.run(_bytes_cmd("status", "X", "--json")[:-2] + [odd_venv, b"--json"], capture_output=True,
-                          env=env, timeout=60)
-    assert proc.returncode == EXIT_OK and b"\\udcff" in proc.stdout
+
+
+def _strict_json(stdout: bytes) -> dict:
+    """The JSON object as a strict reader sees it: UTF-8, no lone surrogate in any string."""
+    text = stdout.decode("utf-8")  # strict
+    data = json.loads(text)
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # strict: a lone surrogate raises
+    return kit.validate(data)
+
+
+def _at(data, pointer: str):
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        data = data[int(token)] if isinstance(data, list) else data[token]
+    return data
+
+
+@pytest.mark.parametrize("dirty", [False, True], ids=["pristine", "patched"])
+def test_non_utf8_venv_path_in_json(odd_venv, hman, hroot, dirty):
+    """Every command's --json with a venv whose path is not UTF-8 (its bytes b"\\xff\\xfe" and
+    a backslash of its own): valid Unicode, the escaped strings listed, each read back exactly;
+    a checkpoint under such a directory likewise (inspect, alone and with the venv)."""
+    import ckpt_factory
+
+    env = kit.env_with([hman], PYTHONIOENCODING="utf-8", LANG="C", LC_ALL="C")
+    odd = odd_venv + b"\\x"  # a backslash of the path's own: escaped too, never ambiguous
+    os.rename(odd_venv, odd)
+    ckpt = os.path.join(os.fsencode(hroot), b"ck\xff")
+    ckpt_factory.make(Path(os.fsdecode(ckpt)))
+
+    def run(*args) -> tuple[int, dict]:
+        cmd = [os.fsencode(a) if isinstance(a, str) else a for a in kit.fake_cmd()] + list(args) + [b"--json"]
+        proc = subprocess.run(cmd, capture_output=True, env=env, timeout=60)
+        assert b"Traceback" not in proc.stderr, proc.stderr
+        data = _strict_json(proc.stdout)
+        assert data["exit_code"] == proc.returncode
+        return proc.returncode, data
+
+    runs = [(b"status", odd), (b"apply", b"--dry-run", odd), (b"apply", odd), (b"verify", odd), (b"apply", odd),
+            (b"status", odd), (b"revert", odd), (b"verify", odd), (b"inspect", ckpt), (b"inspect", ckpt, odd)]
+    if dirty:  # a refusal: the error envelope too
+        kit.target_of(Path(os.fsdecode(odd))).write_bytes(PRISTINE_A + b"# edited\n")
+    for args in runs:
+        rc, data = run(*args)
+        escaped = data.get("escaped_strings")
+        assert escaped, (args, data)
+        if rc != EXIT_OK and args[0] != b"inspect":  # a refusal names the file
+            assert {"/message", "/error/message"} <= set(escaped), (args, escaped)
+        for pointer in escaped:
+            value = _at(data, pointer)
+            assert "\\x" in value and not json_text.needs_escape(value), (args, pointer, value)
+            back = os.fsencode(json_text.unescape(value))
+            assert odd in back or ckpt in back, (args, pointer, back)
+        if args[0] != b"inspect" and "engine" in data:
+            assert "/engine/venv" in escaped and os.fsencode(json_text.unescape(data["engine"]["venv"])) == odd
 
 
 @pytest.mark.parametrize("redirect", [">&-", "| true", ">/dev/full", ">&- 2>&-"],
