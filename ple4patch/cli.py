@@ -32,6 +32,7 @@ from click.shell_completion import CompletionItem
 from . import __version__, columns, commands, render, shell, terminal
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Ple4Error
 from .result import Result
+from .sentinel import PATCH_ID
 
 DEBUG_ENV = "PLE4PATCH_DEBUG"
 
@@ -182,7 +183,7 @@ class Commands(click.Group):
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="ple4patch")
+@click.version_option(__version__, prog_name="ple4patch", message=f"%(prog)s, version %(version)s (writes patch id {PATCH_ID})")
 def main() -> None:
     """Patch an installed 1Cat-vLLM to read the NVFP4 row-packed PLE table (V100).
 

@@ -42,6 +42,19 @@ def report(s: SetAssessment) -> dict:
     return {**data, **set_data(s)}
 
 
+def report_after(before: SetAssessment, after: SetAssessment) -> dict:
+    """What a run that wrote files reports: the set as it is now (`after`, assessed once the
+    writes are done: states, hashes, backups, patch ids), with each file's state before the run
+    (``state_before``, at the top level for the layer)."""
+    data = report(after)
+    data["state_before"] = before.layer.state.value
+    was = {b.target: b for b in before.files}
+    for entry, a in zip(data["files"], after.files):
+        b = was.get(a.target)
+        entry["state_before"] = b.state.value if b is not None else None
+    return data
+
+
 def status_parts(s: SetAssessment) -> tuple[str, str]:
     """`ple4patch status` as (details, verdict). One file: its details, then its state, its
     notes and the set's, and its next step. A set: the layer's details and state, one block per

@@ -13,6 +13,7 @@ from kit import TEST_MANIFEST, cli_env, run_cli, standin_bytes
 from ple4patch import cli, errors
 from ple4patch.fsio import APPLY_FAULT_POINTS, FAULT_POINTS, REVERT_FAULT_POINTS
 from ple4patch.paths import backup_path
+from ple4patch.sentinel import PATCH_ID
 
 @pytest.fixture
 def standin_venv(wheelhouse, engine_venv):
@@ -143,6 +144,7 @@ def test_status_imports_no_libcst_torch_or_engine(standin_venv):
 def test_python_dash_m_and_version():
     proc = run_cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("ple4patch, version")
+    assert proc.stdout.strip().endswith(f"(writes patch id {PATCH_ID})")  # what `revert with the ple4patch that made X` needs
 
 
 def test_fault_points_cover_both_commands():

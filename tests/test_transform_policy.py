@@ -159,6 +159,19 @@ def test_explicit_conflicts_are_refused_in_one_line(monkeypatch, environ, cfg_kw
     assert str(err.value).startswith(line_start) and "\n" not in str(err.value)
 
 
+def test_every_conflict_is_named_in_the_one_line(monkeypatch):
+    """Three variables of an old recipe: one failed start names all three changes, in the order
+    of the rules, each after the first from its setting on."""
+    environ = {"VLLM_SM70_QWEN38_HYBRID_PLE": "1", "VLLM_PLE_DISK_OFFLOAD": "1", "VLLM_PLE_CPU_OFFLOAD": "1"}
+    with pytest.raises(ValueError) as err:
+        run_policy(patch_policy_source(standin()), monkeypatch, "nvfp4_rowpacked", environ)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(CPU_LINE + "; and VLLM_PLE_DISK_OFFLOAD=1 is set (")
+    changes = [f"set {name}=0" for name in ("VLLM_PLE_CPU_OFFLOAD", "VLLM_PLE_DISK_OFFLOAD", "VLLM_SM70_QWEN38_HYBRID_PLE")]
+    assert [line.index(c) for c in changes] == sorted(line.index(c) for c in changes)
+    assert line.count("pins the PLE table in each GPU worker") == 1 and line.endswith(changes[-1])
+
+
 def test_cascade_on_in_the_config_alone_is_declined_not_refused(monkeypatch):
     """KernelConfig.ple_disk_cascade is a plain ``bool = True`` in the engine (vllm/config/kernel.py,
     no record of who set it), so in the config an explicit true cannot be told from the default:

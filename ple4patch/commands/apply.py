@@ -78,7 +78,9 @@ def run(
             return _already_patched(s, tidied)
         plans = make_plans(s, full)  # every file planned (or refused) before anything is written
         tidied = _finish_journal(s)
-        return _patched(s, plans, write.write_set(plans), tidied)
+        written = write.write_set(plans)
+        after = assess_set(engine, write.with_local_pins(base, engine))  # what --json reports: the files now
+        return _patched(s, after, plans, written, tidied)
 
 
 def _refuse_shadowed(s: SetAssessment) -> None:
@@ -159,8 +161,8 @@ def _dry_run(s: SetAssessment, plans: list[tuple[Assessment, Plan]]) -> Result:
     return Result("apply", EXIT_OK, msg, data, output=diff)
 
 
-def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: list[write.Written],
-             tidied: list[str]) -> Result:
+def _patched(s: SetAssessment, after: SetAssessment, plans: list[tuple[Assessment, Plan]],
+             written: list[write.Written], tidied: list[str]) -> Result:
     lines = []
     for (a, p), w in zip(plans, written):
         assert w.pin is not None
@@ -169,30 +171,17 @@ def _patched(s: SetAssessment, plans: list[tuple[Assessment, Plan]], written: li
         else:
             lines.append(f"patched: {a.target} ({PATCH_ID}, sha256 {p.output_sha})")
     notes = tidied + [n for w in written for n in w.notes]
-    layer = s.layer
-    layer_plan = next(((a, p, w) for (a, p), w in zip(plans, written) if a is layer), None)
-    data = {**set_report.report(s), "state_before": layer.state.value, "state": State.PATCHED.value,
-            "changed": True}
-    data["set"]["state"] = State.PATCHED.value
-    data["set"]["journal"] = None
-    if layer_plan is not None:
-        _a, p, w = layer_plan
-        data.update({
-            "pin": w.pin.describe(),  # type: ignore[union-attr]
-            "output_sha256": p.output_sha,
-            "backup": {"state": BackupState.PRESENT.value, "path": str(layer.backup_path), "sha256": p.source_sha},
-            "pycache_removed": [str(x) for x in w.pycache_removed],
-        })
-    else:
-        data["pycache_removed"] = []
-    for entry, a in zip(data["files"], s.files):
-        hit = next(((p, w) for (fa, p), w in zip(plans, written) if fa is a), None)
-        entry["state_before"] = a.state.value
+    data = {**set_report.report_after(s, after), "changed": True}
+    by_target = {a.target: (p, w) for (a, p), w in zip(plans, written)}
+    hit = by_target.get(s.layer.target)
+    if hit is not None:
+        data["output_sha256"] = hit[0].output_sha
+    data["pycache_removed"] = [str(x) for x in hit[1].pycache_removed] if hit is not None else []
+    for entry, a in zip(data["files"], after.files):
+        hit = by_target.get(a.target)
         entry["changed"] = hit is not None
         if hit is not None:
-            p, w = hit
-            entry.update(state=State.PATCHED.value, pin=w.pin.describe(), output_sha256=p.output_sha,  # type: ignore[union-attr]
-                         backup={"state": BackupState.PRESENT.value, "path": str(a.backup_path), "sha256": p.source_sha})
+            entry["output_sha256"] = hit[0].output_sha
     data["notes"] = data["notes"] + notes
     pinned = plans[0][1].pin if plans else None
     lines.append(f"engine:  1cat-vllm {s.engine.version} in {s.engine.venv}"

@@ -114,13 +114,12 @@ def _restored(s: SetAssessment, restored: list[Assessment], manifest: Manifest, 
                          f"{', '.join(map(str, kept))}; `{shell.ple4patch('revert', '--clean', s.engine.venv)}` "
                          "removes them")
     lines = [f"reverted: {a.target}: pristine again, backup removed" for a in restored]
-    after = assess_set(s.engine, manifest)
-    data = {**set_report.report(s), "state_before": s.layer.state.value, "state": after.layer.state.value,
-            "changed": True, "restored": True,
+    after = assess_set(s.engine, manifest)  # what --json reports: the files now
+    data = {**set_report.report_after(s, after), "changed": True, "restored": True,
             "pycache_removed": [str(p) for w in written for p in w.pycache_removed]}
-    data["set"] = set_report.set_data(after)["set"]
-    for entry, a, now in zip(data["files"], s.files, after.files):
-        entry.update(state_before=a.state.value, state=now.state.value, restored=a in restored)
+    restored_targets = {a.target for a in restored}
+    for entry, now in zip(data["files"], after.files):
+        entry["restored"] = now.target in restored_targets
     data["notes"] = data["notes"] + notes
     return Result("revert", EXIT_OK, render.with_notes("\n".join(lines), notes), data)
 

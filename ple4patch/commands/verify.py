@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import manifest as manifest_mod
-from .. import bytecode, render, set_report, shell, write
+from .. import bytecode, set_report, shell, write
 from ..engine import find_target, reinstall_hint
 from ..errors import EXIT_OK, VerifyFailed
 from ..fileset import assess_set

@@ -434,13 +434,24 @@ def ple4_policy_settings(cfg, defaults=None, environ=None, args=None) -> dict:
     return settings
 
 
+def ple4_policy_one_line(lines) -> str:
+    """The refusal lines of several conflicting settings as one line: the first whole, each
+    further one from its setting on (``; and X=1 is set (why): change``), so one failed start
+    names every change."""
+    out = lines[0]
+    for line in lines[1:]:
+        out += "; and " + line.split(", but ", 1)[-1]
+    return out
+
+
 def ple4_policy_check(cfg, defaults=None) -> None:
-    """Refuse (ValueError, one line) an explicit setting that conflicts with an NVFP4 request."""
+    """Refuse (ValueError, one line naming every conflict) the explicit settings that conflict
+    with an NVFP4 request."""
     if not ple4_policy_requested(cfg):
         return
     lines = ple4_policy_conflicts(ple4_policy_settings(cfg, defaults))
     if lines:
-        raise ValueError(lines[0])
+        raise ValueError(ple4_policy_one_line(lines))
 
 
 def ple4_policy_skips_auto_placement(cfg) -> bool:
