@@ -48,6 +48,24 @@ def test_cli_cycle_json(standin_venv):
     assert rc == errors.EXIT_VERIFY_FAILED and d["error"]["kind"] == "verify_failed"
 
 
+def test_apply_and_revert_json_report_the_files_after_the_run(standin_venv):
+    """The state, patch id, hashes and backup in apply's and revert's JSON are the files' after the
+    run (what a CI check reads), each file's state before it beside them."""
+    env = cli_env([TEST_MANIFEST])
+    target = kit.target_of(standin_venv)
+    pristine = kit.sha256_hex(target.read_bytes())
+    rc, d = jrun("apply", standin_venv, env=env)
+    patched = kit.sha256_hex(target.read_bytes())
+    assert (rc, d["state_before"], d["state"], d["patch_id"]) == (0, "pristine", "patched", PATCH_ID)
+    assert d["hashes"]["current"] == patched != pristine and d["backup"]["state"] == "present"
+    assert d["backup"]["sha256"] == pristine and d["files"][0]["state_before"] == "pristine"
+    assert d["files"][0]["hashes"]["current"] == patched and d["files"][0]["changed"] is True
+    rc, d = jrun("revert", standin_venv, env=env)
+    assert (rc, d["state_before"], d["state"], d["patch_id"]) == (0, "patched", "pristine", None)
+    assert d["hashes"]["current"] == pristine and d["backup"]["state"] == "absent"
+    assert d["files"][0]["backup"]["state"] == "absent" and d["files"][0]["restored"] is True
+
+
 def test_cli_text_and_virtual_env_default(standin_venv):
     env = cli_env([TEST_MANIFEST], VIRTUAL_ENV=str(standin_venv))
     proc = run_cli("apply", "--dry-run", env=env)
