@@ -45,13 +45,17 @@ def report(s: SetAssessment) -> dict:
 def report_after(before: SetAssessment, after: SetAssessment) -> dict:
     """What a run that wrote files reports: the set as it is now (`after`, assessed once the
     writes are done: states, hashes, backups, patch ids), with each file's state before the run
-    (``state_before``, at the top level for the layer)."""
+    (``state_before``, at the top level for the layer). The notes are those of the set the run
+    found (the run adds its own): the state after it would only restate them ("a stale backup
+    was set aside earlier" beside the run's "set aside as ...")."""
     data = report(after)
     data["state_before"] = before.layer.state.value
+    data["notes"] = report(before)["notes"]
     was = {b.target: b for b in before.files}
     for entry, a in zip(data["files"], after.files):
         b = was.get(a.target)
         entry["state_before"] = b.state.value if b is not None else None
+        entry["notes"] = file_report(b)["notes"] if b is not None else entry["notes"]
     return data
 
 
