@@ -25,6 +25,7 @@ Four layers of checks:
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import sys
 import types
@@ -39,7 +40,7 @@ from ple4patch.columns import CONTINUATION, WIDTH
 from ple4patch.engine import find_engine
 from ple4patch.fileset import assess_set
 from ple4patch.paths import CONFIG_REL
-from ple4patch.policy_file import CASCADE_FUNCTION, CONFIG_DEFAULTS, CONFIG_SKIPPED_BY, HYBRID_FUNCTION
+from ple4patch.policy_file import AUTO_DISK_FUNCTION, CASCADE_FUNCTION, CONFIG_DEFAULTS, CONFIG_SKIPPED_BY, HYBRID_FUNCTION
 from ple4patch.sentinel import sentinel_line, strip_injected
 from ple4patch.transform import patch_config_source
 from ple4patch.transform.policy import BLOCK_BEGIN, BLOCK_END
@@ -99,14 +100,14 @@ def test_cascade_form_is_read_from_the_function_itself(body, form):
 
 # -- the real file and what the advice relies on ----------------------------------------
 
-def _row(name: str):
-    rows = [r for r in engine_corpus.indexed(name) if r.label == LABEL]
-    assert len(rows) == 1, f"tests/data/engines/INDEX.md has no single {LABEL} {name} row"
+def _row(name: str, label: str = LABEL):
+    rows = [r for r in engine_corpus.indexed(name) if r.label == label]
+    assert len(rows) == 1, f"tests/data/engines/INDEX.md has no single {label} {name} row"
     return rows[0]
 
 
-def _real(name: str) -> str:
-    row = _row(name)
+def _real(name: str, label: str = LABEL) -> str:
+    row = _row(name, label)
     if not row.present:
         pytest.skip(f"{row.path} is absent (real engine files are not committed)")
     return engine_corpus.check(row).decode("utf-8")
@@ -122,26 +123,26 @@ def _run_def(fn: ast.FunctionDef, namespace: dict):
     return namespace[fn.name]
 
 
-def _default_gate(tree: ast.Module) -> ast.expr:
-    """The `not any(name in os.environ for name in (...))` of the `if` that calls the hybrid default."""
+def _default_gate(tree: ast.Module, default: str = HYBRID_FUNCTION) -> ast.expr:
+    """The `not any(name in os.environ for name in (...))` of the `if` that calls the default."""
     (gate,) = [
         n.test for n in ast.walk(tree)
         if isinstance(n, ast.If) and any(  # the call stands in the if's own body, not a nested one
             isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and getattr(s.value.func, "id", None) == HYBRID_FUNCTION for s in n.body)
+            and getattr(s.value.func, "id", None) == default for s in n.body)
     ]
     (skip,) = [n for n in ast.walk(gate) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)
                and isinstance(n.operand, ast.Call) and getattr(n.operand.func, "id", None) == "any"]
     return skip
 
 
-def _default_if_test(tree: ast.Module) -> ast.expr:
-    """The whole test of the `if` whose own body calls the hybrid default."""
+def _default_if_test(tree: ast.Module, default: str = HYBRID_FUNCTION) -> ast.expr:
+    """The whole test of the `if` whose own body calls the default."""
     (test,) = [
         n.test for n in ast.walk(tree)
         if isinstance(n, ast.If) and any(
             isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and getattr(s.value.func, "id", None) == HYBRID_FUNCTION for s in n.body)
+            and getattr(s.value.func, "id", None) == default for s in n.body)
     ]
     return test
 
@@ -285,12 +286,12 @@ def test_the_real_file_patches():
         "        ple4_policy_check(self)\n", "").replace("\n\n\n\n\n", "\n\n") == text
 
 
-def _patched_gate(environ: dict, dtype: str) -> bool:
-    """Whether the patched real `VllmConfig.__post_init__` calls the hybrid default: the test of
+def _patched_gate(environ: dict, dtype: str, label: str = LABEL, default: str = HYBRID_FUNCTION) -> bool:
+    """Whether the patched real `VllmConfig.__post_init__` calls the default: the test of
     its `if`, from the patched text, on the SM70 Qwen3.8 dual-compile lane at pipeline parallel 1
     (every other condition of that `if` true), with the injected rules from the patched text."""
-    patched = patch_config_source(_real("vllm.py"))
-    test = _default_if_test(ast.parse(patched))
+    patched = patch_config_source(_real("vllm.py", label))
+    test = _default_if_test(ast.parse(patched), default)
     cfg = SimpleNamespace(
         model_config=SimpleNamespace(hf_text_config=SimpleNamespace(ple_embedding_dtype=dtype)),
         speculative_config=None,
@@ -307,6 +308,40 @@ def test_the_patched_real_gate_skips_the_default_for_an_nvfp4_request():
     assert _patched_gate({}, "float8_e4m3fn") is True  # FP8: the engine's default, as before
     assert _patched_gate({}, "") is True
     assert _patched_gate({"VLLM_PLE_CPU_OFFLOAD": "0"}, "float8_e4m3fn") is False  # its own skip rule kept
+
+
+# 1CatAI/1Cat-vLLM main 72d8b4d711dcd4ec66e4520bdd9d2194f193a547's vllm/config/vllm.py: the
+# disk default (not the hybrid one) at line 303, called at 2166 from the `if` at 2144; the cascade
+# admission at 322.
+MAIN = "main-72d8b4d"
+
+
+def test_the_main_file_is_detected_and_pinned():
+    row = _row("vllm.py", MAIN)
+    assert (row.repository, row.pin) == ("1CatAI/1Cat-vLLM", "main")
+    text = _real("vllm.py", MAIN)
+    assert policy_file.config_placement(text) == (AUTO_DISK_FUNCTION, CASCADE_FUNCTION)
+    assert row.sha256 in m.load_file(m.SHIPPED_MANIFESTS_DIR / "vllm_config.json").pins
+
+
+def test_the_main_file_patches_and_its_gate_skips_the_disk_default_for_nvfp4():
+    text = _real("vllm.py", MAIN)
+    out = patch_config_source(text)
+    assert out.count("ple4_policy_check(self)") == 1
+    assert out.count("if not ple4_policy_skips_auto_placement(self) and (") == 1
+    assert out.count("    if ple4_policy_declines_cascade(cfg):\n        return False\n") == 1
+    assert strip_injected(out).replace("not ple4_policy_skips_auto_placement(self) and (", "(").replace(
+        "    if ple4_policy_declines_cascade(cfg):\n        return False\n", "").replace(
+        "        ple4_policy_check(self)\n", "").replace("\n\n\n\n\n", "\n\n") == text
+    tree = ast.parse(text)
+    assert _gate_names(_default_gate(tree, AUTO_DISK_FUNCTION)) == CONFIG_SKIPPED_BY
+    environ, calls = {}, []
+    _run_def(_function(tree, AUTO_DISK_FUNCTION), {"os": SimpleNamespace(environ=environ), "ParallelConfig": object})(
+        SimpleNamespace(ensure_ple_offload_ipc_path=lambda: calls.append(1)))
+    assert environ == dict(CONFIG_DEFAULTS[AUTO_DISK_FUNCTION]) and calls == [1]
+    gate = functools.partial(_patched_gate, label=MAIN, default=AUTO_DISK_FUNCTION)
+    assert gate({}, "nvfp4_rowpacked") is False and gate({}, "float8_e4m3fn") is True
+    assert gate({"VLLM_PLE_DISK_OFFLOAD": "0"}, "float8_e4m3fn") is False
 
 
 def test_the_patched_real_cascade_declines_nvfp4_and_admits_fp8(real_cascade):
@@ -362,13 +397,21 @@ def _wide(text: str) -> list[str]:
             if len(line) > WIDTH and " " in line.strip().removesuffix(CONTINUATION)]
 
 
-def test_no_config_pin_ships_and_the_test_manifest_pins_the_stand_in():
-    """ple4patch ships no pin of vllm/config/vllm.py (no main-branch file with exact bytes is held;
-    a fork's is test data only): its shipped manifest is empty. The checked-in test manifest pins
-    the stand-in to what the transform makes of it (`make pin`)."""
+def test_the_config_pins_are_the_main_files_and_the_test_manifest_pins_the_stand_in():
+    """The shipped pins of vllm/config/vllm.py are those of INDEX.md's plausible installs
+    (1CatAI main 72d8b4d), to what the transform makes of them where the file is here; a fork's
+    file (ChainZeaxion ebeb346a) is test data only. The checked-in test manifest pins the
+    stand-in (`make pin`)."""
     shipped = m.load_file(m.SHIPPED_MANIFESTS_DIR / "vllm_config.json")
-    assert shipped.pins == {} and json.loads((m.SHIPPED_MANIFESTS_DIR / "vllm_config.json").read_text())["target"] == CONFIG_REL
-    assert not any(p.target == CONFIG_REL for p in m.load(use_env=False).pins.values())
+    assert json.loads((m.SHIPPED_MANIFESTS_DIR / "vllm_config.json").read_text())["target"] == CONFIG_REL
+    rows = engine_corpus.indexed("vllm.py")
+    assert {r.sha256 for r in rows if r.plausible_install} == set(shipped.pins) != set()
+    assert not any(r.sha256 in shipped.pins for r in rows if not r.plausible_install)
+    for row in rows:
+        if row.sha256 in shipped.pins and row.present:
+            pin = shipped.pins[row.sha256]
+            assert pin.target == CONFIG_REL and pin.label.startswith(f"1Cat-vLLM main {row.commit[:8]}")
+            assert pin.patched_sha256 == kit.sha256_hex(patch_config_source(engine_corpus.check(row).decode()).encode())
     (pin,) = m.load_file(kit.REPO / "tests/fixtures/standin_config_manifest.json").pins.values()
     assert pin.target == CONFIG_REL and pin.pristine_sha256 == kit.sha256_hex(kit.config_era_bytes())
     assert pin.patched_sha256 == kit.sha256_hex(patch_config_source(kit.config_era_bytes().decode()).encode())
@@ -408,8 +451,8 @@ def test_cli_cycle_of_the_config_set(config_venv, config_pins):
 
 
 def test_unpinned_config_module_needs_allow_unknown(config_venv, pins):
-    """As shipped, ple4patch has no pin of any vllm/config/vllm.py: apply refuses saying why and
-    writes nothing; `apply --allow-unknown` patches it, and `vllm serve` then needs no variable."""
+    """As shipped, ple4patch has no pin of this vllm/config/vllm.py (a fork's): apply refuses saying
+    why and writes nothing; `apply --allow-unknown` patches it, and `vllm serve` then needs no variable."""
     env = kit.env_with([pins])
     site = kit.site_packages(config_venv)
     unchanged = kit.tree_hash(config_venv)

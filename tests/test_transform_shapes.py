@@ -358,6 +358,24 @@ EXPECTED = {
     "fork-qixiao02-7ee70bdc": ("patched", NgramEmbeddingDispatch),
     "fork-zyx-a-dd691db6": ("patched", NgramEmbeddingDispatch),
     "fork-abcd19886-6a29be22": ("patched", NgramEmbeddingDispatch),
+    # Fifteen more 1CatAI main commits, from the 1.5.0-era shape (51d8f042, a3e37865: the raw
+    # `weight_ptr` op) to the tiered dispatch with GGUF, the cascade and the prefill ops: each
+    # has the dispatch on the offload layer.
+    "main-a3e37865": ("patched", NgramEmbeddingDispatch),
+    "main-51d8f042": ("patched", NgramEmbeddingDispatch),
+    "main-b8f9c1aa": ("patched", NgramEmbeddingDispatch),
+    "main-a0ddaa2f": ("patched", NgramEmbeddingDispatch),
+    "main-5eada56e": ("patched", NgramEmbeddingDispatch),
+    "main-e63cc182": ("patched", NgramEmbeddingDispatch),
+    "main-a5aa51fd": ("patched", NgramEmbeddingDispatch),
+    "main-679a8498": ("patched", NgramEmbeddingDispatch),
+    "main-fd0430e2": ("patched", NgramEmbeddingDispatch),
+    "main-51e7c8bc": ("patched", NgramEmbeddingDispatch),
+    "main-732e6477": ("patched", NgramEmbeddingDispatch),
+    "main-78602753": ("patched", NgramEmbeddingDispatch),
+    "main-22ab8e07": ("patched", NgramEmbeddingDispatch),
+    "main-6d7071b6": ("patched", NgramEmbeddingDispatch),
+    "main-8d726e9e": ("patched", NgramEmbeddingDispatch),
 }
 CORPUS = engine_corpus.corpus_files("ple_layer.py")  # those present here (the files are not committed)
 CORPUS_PARAMS = [pytest.param(r, id=r.label) for r in CORPUS] or [

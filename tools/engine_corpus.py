@@ -8,8 +8,7 @@ one skips when it is absent.
 
 `indexed(name)` lists every INDEX.md row for one file name (``ple_layer.py``,
 ``runtime_defaults.py``, ``vllm.py``: the files ple4patch patches, the last the engine's
-``vllm/config/vllm.py``, of which ple4patch ships no pin, so its rows are never pinned; `ENGINE_PATHS` maps
-the names to their places in the engine); `corpus_files(name)` only those whose bytes are
+``vllm/config/vllm.py``; `ENGINE_PATHS` maps the names to their places in the engine); `corpus_files(name)` only those whose bytes are
 present; `check(row)` raises when the bytes differ from INDEX.md (sha256, size), and for a
 ``vllm.py`` when ple4patch's detector (`policy_file.config_placement`) finds no PLE placement
 in it, the one thing such a row is kept for. Reused by tools/pin_manifest.py and
@@ -23,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
+from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL  # noqa: F401 (ENGINE_PATHS)
 from ple4patch.policy_file import config_placement
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines"
@@ -72,9 +71,6 @@ def parse_index(text: str, base: Path = CORPUS_DIR) -> list[CorpusFile]:
             raise ValueError(f"INDEX.md row {label}: pin must be main, no or 'release <version>', not {pin!r}")
         if file == "argparse_utils.py" and pin != "no":
             raise ValueError(f"INDEX.md row {label}: {file} is never patched, so its pin must be no")
-        if file == "vllm.py" and pin != "no":  # tools/pin_manifest.py ships no pin of CONFIG_REL
-            raise ValueError(f"INDEX.md row {label}: ple4patch ships no pin of {CONFIG_REL} (the module changes "
-                             "with almost every commit; a fork's file is test data only), so its pin must be no")
         rows.append(CorpusFile(label, file, repo, commit, date, int(size), sha, pin, shape, locate(base, label, file)))
     return rows
 

@@ -23,12 +23,12 @@ tests/data/engines (`POLICY_FILES`) into `ple4patch/patches/runtime_defaults.jso
 engine's into the test manifest `tests/fixtures/standin_policy_manifest.json`.
 
 The VllmConfig module (`vllm/config/vllm.py`, the third file of a set in releases before the
-policy file) is patched by `ple4patch.transform.patch_config_source`. ple4patch ships no pin of
-it: the module changes with almost every commit, and the only real one stored
-(tests/data/engines, a fork's) is test data, never a plausible install (INDEX.md's pin rule), so
-`ple4patch/patches/vllm_config.json` holds no pins (such a set is applied with
-`--allow-unknown`). The stand-in of tests/fixtures/config_era is pinned into the test manifest
-`tests/fixtures/standin_config_manifest.json`.
+policy file) is patched by `ple4patch.transform.patch_config_source`: the real ones stored in
+tests/data/engines that are plausible installs (INDEX.md ``pin``: main or a release; a fork's is
+test data only) into `ple4patch/patches/vllm_config.json`, a pin kept when its file is absent
+here; the stand-in of tests/fixtures/config_era into the test manifest
+`tests/fixtures/standin_config_manifest.json`. The module changes with almost every commit, so
+most config-era installs still match none of these pins and are applied with `--allow-unknown`.
 """
 
 from __future__ import annotations
@@ -237,6 +237,26 @@ def make_config_pin(source: bytes, name: str, label: str, old: m.Pin | None, not
                  label=label, engine_versions="", size=len(source), older=older, note=note, target=CONFIG_REL)
 
 
+def pin_configs(existing: m.Manifest) -> tuple[m.Manifest, list[str]]:
+    """The shipped config pins: every stored real ``vllm/config/vllm.py`` that is a plausible
+    install (kept when its file is gone)."""
+    out, notes = m.Manifest(), []
+    for row in engine_corpus.indexed("vllm.py"):
+        if not row.plausible_install:
+            continue
+        if not row.present:
+            notes.append(f"{row.label}/vllm.py not found: its pin (if any) is kept")
+            continue
+        data = engine_corpus.check(row)
+        pin = make_config_pin(data, str(row.path), f"1Cat-vLLM {row.release or 'main'} {row.commit[:8]} (VllmConfig module)",
+                              existing.by_pristine(row.sha256),
+                              note=f"{row.repository} {row.commit}: {row.shape.split('; ')[0]}")
+        out.pins[pin.pristine_sha256] = pin
+    for sha, pin in existing.pins.items():
+        out.pins.setdefault(sha, pin)
+    return out, notes
+
+
 def pin_standin_config(existing: m.Manifest) -> m.Manifest | None:
     if not CONFIG_STANDIN.is_file():
         return None
@@ -269,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     policy_test_old = load_existing(POLICY_TEST_MANIFEST)
     policy_test_new = pin_standin_policy(policy_test_old)
     config_old = load_existing(CONFIG_SHIPPED)
-    config_new = m.Manifest()  # no pins shipped (see the docstring)
+    config_new, more = pin_configs(config_old)
+    notes += more
     config_test_old = load_existing(CONFIG_TEST_MANIFEST)
     config_test_new = pin_standin_config(config_test_old)
     from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL
