@@ -12,8 +12,10 @@ them):
   places nothing, and the release's patch set is ``ple_layer.py`` alone.
 - Earlier releases place the table from the VllmConfig module ``vllm/config/vllm.py``
   (`config_placement`); ple4patch patches it where it defines one of the default functions
-  (`config_places_ple`). It changes with almost every commit, so ple4patch ships no pin of
-  it: such a set is applied with ``--allow-unknown``. ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250
+  (`config_places_ple`). It changes with almost every commit: ple4patch pins the one real
+  main-branch copy it has (1CatAI/1Cat-vLLM 72d8b4d711dcd4ec66e4520bdd9d2194f193a547, with
+  ``_apply_sm70_qwen38_disk_ple_defaults``), and a set with any other copy is applied with
+  ``--allow-unknown``. ChainZeaxion/1Cat-vLLM ebeb346a66d5d485d71fb2fc4079c8b891dd9250
   (the commit of the corpus file fork-chainzeaxion-ebeb346a), ``vllm/config/vllm.py``:
   ``_apply_sm70_qwen38_hybrid_ple_defaults(parallel_config)`` (lines 303-312) writes
   ``VLLM_SM70_QWEN38_HYBRID_PLE=1``, ``VLLM_PLE_CPU_OFFLOAD=1`` and ``VLLM_PLE_DISK_OFFLOAD=1``

@@ -23,7 +23,7 @@ Before a 100 GB model takes minutes to start, one verdict from what can be read 
   sets the three PLE variables to 1 unless one of them is in the environment at all, lines
   2127-2149), which ple4patch patches with the set: patched, it skips that default for an
   NVFP4 request; not patched, the start is judged from the environment given, and the change
-  is ``ple4patch apply --allow-unknown VENV`` (no pin of that module ships) or ``export
+  is ``ple4patch apply --allow-unknown VENV`` (where no pin of its bytes ships) or ``export
   VLLM_PLE_CPU_OFFLOAD=0``. Its own placement is all that module changes, so its not being
   patched is judged there, not as a file that blocks by itself.
 

@@ -31,10 +31,10 @@ def test_a_policy_pin_makes_its_commit_a_two_file_set(tmp_path):
     layer = next(p for p in m.shipped_files() if m.load_file(p).targets() != {POLICY_REL})
     label = next(iter(m.load_file(layer).pins.values())).label
     before = {r[0]: r for r in set_table.rows([layer])}[label]
-    assert before[3] == "no pin names it" and set_table.NOT_RECORDED in before[4]
+    assert before[3] == "no pin names it" and set_table.NOT_RECORDED in before[5]
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"schema_version": 1, "target": POLICY_REL, "pins": {"ab" * 32: {
         "label": f"{label} (start-up policy)", "engine_versions": "", "size": 1, "patch_id": "nvfp4-rowpacked-2",
         "patched_sha256": "cd" * 32}}}))
     after = {r[0]: r for r in set_table.rows([layer, policy])}[label]
-    assert after[3] == "pinned, sha256 " + "ab" * 6 and after[4] == "`ple_layer.py` + `runtime_defaults.py`"
+    assert after[3] == "pinned, sha256 " + "ab" * 6 and after[5] == "`ple_layer.py` + `runtime_defaults.py`"

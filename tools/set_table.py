@@ -5,8 +5,8 @@ differs. One row per engine commit that a pin's label names (`1Cat-vLLM main 036
 label's trailing `(start-up policy)` names the file, not the engine), with the pin's
 `engine_versions` (the version range it plausibly belongs to) and, per file of the set, its
 pinned sha256. The patch set follows from the pins where they say it: a commit with a pin for
-`runtime_defaults.py` has that file. Where they do not, the row says "not recorded": a pin says
-that a file with these bytes exists, never that a file does not.
+`runtime_defaults.py` (or for `vllm/config/vllm.py`) has that file. Where they do not, the row
+says "not recorded": a pin says that a file with these bytes exists, never that a file does not.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ple4patch import manifest as m  # noqa: E402
-from ple4patch.paths import POLICY_REL, TARGET_REL  # noqa: E402
+from ple4patch.paths import CONFIG_REL, POLICY_REL, TARGET_REL  # noqa: E402
 
-FILES = (TARGET_REL, POLICY_REL)
+FILES = (TARGET_REL, POLICY_REL, CONFIG_REL)
 NOT_RECORDED = "not recorded"
 
 
@@ -39,7 +39,8 @@ def _lowest(versions: str) -> tuple:
 
 
 def rows(manifests: list[Path] | None = None) -> list[list[str]]:
-    """[engine, engine versions, ple_layer.py, runtime_defaults.py, patch set] per engine commit."""
+    """[engine, engine versions, ple_layer.py, runtime_defaults.py, vllm/config/vllm.py, patch set]
+    per engine commit."""
     by_engine: dict[str, dict] = {}
     for path in manifests if manifests is not None else m.shipped_files():
         for pin in m.load_file(path).pins.values():
@@ -53,15 +54,17 @@ def rows(manifests: list[Path] | None = None) -> list[list[str]]:
         cells = [f"pinned, sha256 {row['files'][f]}" if f in row["files"] else "no pin names it" for f in FILES]
         if POLICY_REL in row["files"]:
             files = "`ple_layer.py` + `runtime_defaults.py`"
+        elif CONFIG_REL in row["files"]:
+            files = "`ple_layer.py` + `vllm/config/vllm.py`"
         else:
-            files = f"`ple_layer.py` (+ `runtime_defaults.py`? {NOT_RECORDED})"
+            files = f"`ple_layer.py` (+ `runtime_defaults.py` or `vllm/config/vllm.py`? {NOT_RECORDED})"
         out.append([engine, versions, *cells, files, min(map(_lowest, row["versions"]), default=(1,))])
     out.sort(key=lambda r: (r[-1], r[0]))
     return [r[:-1] for r in out]
 
 
 HEADER = ["engine (the pins' label)", "engine versions (the pin's range)", "`ple_layer.py`", "`runtime_defaults.py`",
-          "patch set"]
+          "`vllm/config/vllm.py`", "patch set"]
 
 
 def table(manifests: list[Path] | None = None) -> str:
