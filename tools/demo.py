@@ -72,8 +72,8 @@ def main() -> int:
                 return 1
         print("\ndemo: ok")
         print(on_path_note(exe))
-        print(f"The demo's engine venv is removed now: `make try` keeps one, and prints the commands to run "
-              f"on it.")
+        print("The demo's engine venv is removed now: `make try` keeps one, and prints the commands to run "
+              "on it.")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -49,6 +49,9 @@ RUNTIME_LOOKUPS = (
 )
 # Real files of tests/data/engines by the module they are.
 STORED_MODULES = {"ple_offload_layer.py": "vllm.model_executor.layers.ple_offload_layer"}
+_MAIN_22AB = "1CatAI/1Cat-vLLM@22ab8e0743c277d1418aa62de274cfac27252d04:"
+GATE = _MAIN_22AB + "vllm/models/qwen4_exp/nvidia/ops/ple_prefill_gate.py"
+CONV = _MAIN_22AB + "vllm/models/qwen4_exp/nvidia/ops/ple_prefill_conv.py"
 # Read from the public index as excerpts (no whole file here); source says where.
 MANUAL = {
     # Every real ple_layer.py calls VocabParallelEmbedding(..., quant_method=...), which the mirrored
@@ -144,6 +147,61 @@ MANUAL = {
         "kind": "module",
         "source": "areslp/1Cat-vLLM@1af83d8143de5286c13a60ecbdd3024f9f07fa42:"
         "vllm/model_executor/layers/sm70_fuse47.py (public index)",
+    },
+    # 1CatAI main 22ab8e07's and 6d7071b6's ple_layer.py: use_sm70_decode_graph_semantics(). The index
+    # holds no 1CatAI copy of the module; rapatel0's reads the same vllm.envs switch those commits do.
+    ("vllm.compilation.sm70_decode_graph", "use_sm70_decode_graph_semantics"): {
+        "kind": "function",
+        "params": [],
+        "source": "rapatel0/1Cat-vLLM@a223f04653180aa0fb119c7bfead0dc7dfe6dbc2:"
+        "vllm/compilation/sm70_decode_graph.py (public index; no 1CatAI/1Cat-vLLM copy held)",
+    },
+    # 1CatAI main 22ab8e07's and 6d7071b6's ple_layer.py call it with no argument; no public copy of
+    # its definition is in the index (1CatAI's forward_context.py there, ee0bc6a8, predates it).
+    ("vllm.forward_context", "get_forward_kernel_config_or_none"): {
+        "kind": "unknown",
+        "source": None,
+        "note": "definition not in the public index; 1CatAI/1Cat-vLLM@22ab8e0743c277d1418aa62de274cfac27252d04:"
+        "vllm/models/qwen4_exp/nvidia/ple_layer.py calls it with no argument",
+    },
+    # 1CatAI main 22ab8e07's ple_layer.py: from .ops.ple_prefill_gate import ... (6d7071b6's imports
+    # all but report_prefill_gate_fallback, which its module, held at 6d7071b6, does not define).
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_gate", "prefill_gate_reason"): {
+        "kind": "function",
+        "params": [[name, "POSITIONAL_OR_KEYWORD", False] for name in ("key", "query", "value", "norms", "groups")],
+        "source": GATE + " (public index; the same at 6d7071b64dc557be0c18982c4f480e8f147c31a1)",
+    },
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_gate", "prepare_prefill_gate"): {
+        "kind": "function",
+        "params": [[name, "POSITIONAL_OR_KEYWORD", False]
+                   for name in ("key", "query", "value", "norms", "groups", "eps")],
+        "source": GATE + " (public index; the same at 6d7071b64dc557be0c18982c4f480e8f147c31a1)",
+    },
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_gate", "finish_prefill_gate"): {
+        "kind": "function",
+        "params": [["output", "POSITIONAL_OR_KEYWORD", False], ["value", "POSITIONAL_OR_KEYWORD", False],
+                   ["gates", "POSITIONAL_OR_KEYWORD", False], ["residual", "POSITIONAL_OR_KEYWORD", True]],
+        "source": GATE + " (public index; the same at 6d7071b64dc557be0c18982c4f480e8f147c31a1)",
+    },
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_gate", "report_prefill_gate_fallback"): {
+        "kind": "function",
+        "params": [["reason", "POSITIONAL_OR_KEYWORD", False]],
+        "source": GATE + " (public index; not in the module at 6d7071b6)",
+    },
+    # Imported lazily in the short-conv prefill of 732e6477, 78602753, 22ab8e07 and 6d7071b6; the
+    # later three pass output= as an eighth argument, which the 22ab8e07 module takes (732e6477's not).
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_conv", "prefill_conv_reason"): {
+        "kind": "function",
+        "params": [[name, "POSITIONAL_OR_KEYWORD", False]
+                   for name in ("x", "state", "weight", "requests", "dilation")],
+        "source": CONV + " (public index; the same at 732e6477b2abe3074f03672d7503cac94801a9d6)",
+    },
+    ("vllm.models.qwen4_exp.nvidia.ops.ple_prefill_conv", "prefill_conv"): {
+        "kind": "function",
+        "params": [*([name, "POSITIONAL_OR_KEYWORD", False]
+                     for name in ("x", "state", "weight", "starts", "states", "has_initial", "dilation")),
+                   ["output", "POSITIONAL_OR_KEYWORD", True]],
+        "source": CONV + " (public index; 732e6477b2abe3074f03672d7503cac94801a9d6's has no output)",
     },
     ("vllm.models.qwen4_exp.common.ple", "ple_cascade_configured"): {
         "kind": "function",

@@ -274,3 +274,58 @@ def test_compile_cache_switch(value, on):
     assert sx_compile_cache.compile_cache_enabled(environ) is on
     sx_compile_cache.register_baked_constant("ple_rows:x", (3, 4))
     assert sx_compile_cache.baked_constants()["ple_rows:x"] == "(3, 4)"
+
+
+def test_decode_graph_semantics_are_legacy_unless_dual_compile(monkeypatch):
+    """sm70_decode_graph.py of rapatel0/1Cat-vLLM @a223f046 (1CatAI 22ab8e07's ple_layer.py calls
+    use_sm70_decode_graph_semantics()): legacy semantics with VLLM_SM70_QWEN38_DUAL_COMPILE off
+    (its default); with it on, only inside the decode-graph phase."""
+    h.standin_vllm()
+    from vllm.compilation.sm70_decode_graph import (
+        is_sm70_decode_graph_compiling,
+        sm70_decode_graph_compilation,
+        use_sm70_decode_graph_semantics,
+    )
+
+    monkeypatch.delenv("VLLM_SM70_QWEN38_DUAL_COMPILE", raising=False)
+    assert use_sm70_decode_graph_semantics() and not is_sm70_decode_graph_compiling()
+    monkeypatch.setenv("VLLM_SM70_QWEN38_DUAL_COMPILE", "1")
+    assert not use_sm70_decode_graph_semantics()
+    with sm70_decode_graph_compilation():
+        assert is_sm70_decode_graph_compiling() and use_sm70_decode_graph_semantics()
+    assert not is_sm70_decode_graph_compiling() and not use_sm70_decode_graph_semantics()
+
+
+def test_forward_kernel_config_is_the_current_configs_or_none():
+    """1CatAI 22ab8e07's ple_layer.py reads None as the defaults; test_ple_prefill_gate.py @4967ee9d
+    toggles config.kernel_config.prefill_ple_compact_gate under the config's forward context."""
+    h.standin_vllm()
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.forward_context import get_forward_kernel_config_or_none
+
+    assert get_forward_kernel_config_or_none() is None
+    config = VllmConfig()
+    with set_current_vllm_config(config):
+        policy = get_forward_kernel_config_or_none()
+        assert policy is config.kernel_config
+        assert policy.prefill_ple_short_conv and policy.prefill_ple_compact_gate
+    assert get_forward_kernel_config_or_none() is None
+
+
+def test_prefill_gate_and_conv_refuse_off_sm70_and_their_kernels_are_not_run():
+    """ops/ple_prefill_gate.py and ops/ple_prefill_conv.py of 1CatAI @22ab8e07: off an SM70 CUDA
+    device both admission checks answer "requires_sm70", so ple_layer.py keeps its own path."""
+    h.standin_vllm()
+    from vllm.models.qwen4_exp.nvidia.ops import ple_prefill_conv as conv
+    from vllm.models.qwen4_exp.nvidia.ops import ple_prefill_gate as gate
+
+    key, value = torch.zeros(3, 10240, dtype=torch.float16), torch.zeros(3, 2560, dtype=torch.float16)
+    norms = tuple(torch.zeros(10240) for _ in range(3))
+    assert gate.prefill_gate_reason(key, key, value, norms, 4) == "requires_sm70"
+    x, state, weight = torch.zeros(512, 8, dtype=torch.float16), torch.zeros(2, 8, 6), torch.zeros(8, 4)
+    assert conv.prefill_conv_reason(x, state, weight, 1, 2) == "requires_sm70"
+    gate.report_prefill_gate_fallback("requires_sm70")
+    with pytest.raises(NotImplementedError, match="not reproduced"):
+        gate.prepare_prefill_gate(key, key, value, norms, 4, 1e-6)
+    with pytest.raises(NotImplementedError, match="not reproduced"):
+        conv.prefill_conv(x, state, weight, None, None, None, 2, None)

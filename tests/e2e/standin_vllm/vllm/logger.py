@@ -10,6 +10,9 @@ class _Logger(logging.LoggerAdapter):
     def process(self, msg, kwargs):
         return msg, kwargs
 
+    def debug_once(self, msg, *args, **kwargs):
+        self.debug(msg, *args, **kwargs)
+
     def info_once(self, msg, *args, **kwargs):
         self.info(msg, *args, **kwargs)
 

@@ -7,7 +7,13 @@ there. The KernelConfig fields are those the PLE placement switches read:
 ``ple_disk_cascade`` / ``ple_disk_cascade_active`` (vllm/platforms/runtime_defaults.py at
 51c0f97201a70a644a80ac21d292a15eff0dc4e6, ``_qwen4exp_ple_cascade_requested``) and
 ``ple_pinned_decode_active`` (vllm/model_executor/kernels/ple/gguf_pinned.py,
-``pinned_decode_active``).
+``pinned_decode_active``). ``prefill_ple_short_conv`` and ``prefill_ple_compact_gate`` (both on)
+are the switches 1CatAI/1Cat-vLLM's ple_layer.py at 22ab8e0743c277d1418aa62de274cfac27252d04
+reads from ``get_forward_kernel_config_or_none()`` before its SM70 prefill conv and compact gate;
+tests/models/qwen4_exp/test_ple_prefill_gate.py at 4967ee9d185de4964963a157ce331da39b7f58de sets
+the latter on ``config.kernel_config``, and the engine's design notes in the public index call
+the compact gate "enabled by default" and ``prefill_ple_short_conv=false`` the way back to the
+existing implementation.
 
 The execution-policy owners of areslp/1Cat-vLLM (a fork of 1CatAI/1Cat-vLLM; its ple_layer.py at
 1af83d8143de5286c13a60ecbdd3024f9f07fa42 reads ``ple_policy()`` and ``layer_policy()``, see
@@ -55,6 +61,8 @@ class KernelConfig:
     ple_disk_release_pages: bool = False
     ple_disk_row_gather: bool = False
     ple_disk_row_readers: dict = field(default_factory=dict)
+    prefill_ple_short_conv: bool = True
+    prefill_ple_compact_gate: bool = True
     layer_execution: LayerExecutionPolicy = field(default_factory=lambda: resolved(LayerExecutionPolicy))
 
 
